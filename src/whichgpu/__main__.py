@@ -1,0 +1,4 @@
+from whichgpu.cli import main
+
+if __name__ == "__main__":
+    main()

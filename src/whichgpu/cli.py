@@ -1,0 +1,60 @@
+"""The `whichgpu` command: a thin Typer app composed of one module per command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from whichgpu import __version__
+from whichgpu.errors import WhichGPUError
+
+
+class _Group(TyperGroup):
+    """Root group: turns our user-facing errors into one-line messages, never tracebacks."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WhichGPUError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(e.exit_code) from None
+
+
+app = typer.Typer(
+    name="whichgpu",
+    cls=_Group,
+    help="How fast will my model train or serve on that GPU, will it fit, and which GPU to get.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"whichgpu {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """Predict step time, memory and value of deep-learning workloads on any GPU."""
+
+
+def _register() -> None:
+    from whichgpu.commands import register
+
+    register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

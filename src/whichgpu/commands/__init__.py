@@ -1,0 +1,13 @@
+"""One module per command; `register` composes them into the root app."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    from whichgpu.commands import analyze, gpus, models
+
+    app.add_typer(gpus.app, name="gpus")
+    models.register(app)
+    analyze.register(app)

@@ -1,0 +1,53 @@
+"""Options and helpers shared by commands."""
+
+from __future__ import annotations
+
+import typer
+
+from whichgpu.hardware.catalog import Catalog, load_catalog
+
+CatalogOpt = typer.Option(
+    None, "--catalog", metavar="DIR",
+    help="Directory of extra/override GPU files (also $WHICHGPU_CATALOG).",
+)
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document (stable schema) instead of tables.")
+
+
+def get_catalog(catalog_dir: str | None) -> Catalog:
+    return load_catalog(catalog_dir)
+
+
+def emit_json(schema: str, body: dict[str, object]) -> None:
+    from whichgpu.report.jsonout import document
+
+    typer.echo(document(schema, body))
+
+
+# ---- workload options shared by analyze / estimate / fit / recommend -------------------------
+TaskOpt = typer.Option("train", "--task", help="train (forward, backward, optimizer step) or infer.")
+BatchOpt = typer.Option(None, "--batch-size", "-b", help="Samples per GPU per step (default: the model's).")
+SeqOpt = typer.Option(None, "--seq-len", help="Tokens per sample (text models; default: the model's).")
+ImageOpt = typer.Option(None, "--image-size", help="Image side in pixels (vision models; default: the model's).")
+OptimOpt = typer.Option(None, "--optimizer", help="sgd, adamw, adam, lamb, rmsprop, adafactor, adamw-8bit (default: the model's).")
+OptimImplOpt = typer.Option("foreach", "--optimizer-impl", help="foreach (PyTorch default), fused, or forloop.")
+PhaseOpt = typer.Option("full", "--phase", help="Causal-LM inference: prefill (time to first token) or decode (one token).")
+ContextOpt = typer.Option(None, "--context", help="Decode: tokens already in the KV cache (default: --seq-len).")
+SparsityOpt = typer.Option("none", "--sparsity", help="'2:4' marks weight matmuls as 2:4 structured-sparse.")
+AttentionOpt = typer.Option(None, "--attention", help="sdpa (fused kernel) or eager (matmul + softmax), for built-in decoders.")
+NoCacheOpt = typer.Option(False, "--no-cache", help="Recapture instead of using the on-disk trace cache.")
+
+
+def workload_spec(model: str, task: str, batch_size: int | None, seq_len: int | None, image_size: int | None,
+                  precision: str, optimizer: str | None, optimizer_impl: str, phase: str, context: int | None,
+                  sparsity: str, attention: str | None) -> object:
+    from whichgpu.errors import InputError
+    from whichgpu.workload.spec import WorkloadSpec
+
+    options: tuple[tuple[str, object], ...] = ()
+    if attention is not None:
+        if attention not in ("sdpa", "eager"):
+            raise InputError(f"--attention must be 'sdpa' or 'eager', got {attention!r}")
+        options = (("attention", attention),)
+    return WorkloadSpec(model=model, task=task, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                        precision=precision, optimizer=optimizer, optimizer_impl=optimizer_impl, phase=phase,
+                        context=context, sparsity=sparsity, options=options)

@@ -1,0 +1,192 @@
+"""The GPU spec: a frozen record loaded from one catalog file.
+
+Peaks are *dense* (never 2:4-sparse) and per dtype. `fp16` means FP16 inputs with FP32
+accumulate, the rate PyTorch AMP and cuBLAS use; consumer GeForce cards run it at half the
+FP16-accumulate rate, and the catalog stores the halved figure (see shared/reference/gpus.md).
+
+Unknown and unsupported are different: a dtype listed in `unsupported` has no hardware path on
+the card; a dtype in neither `peak_tflops` nor `unsupported` is simply not known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Compute dtypes a kernel can run in. Order = from widest to narrowest.
+COMPUTE_DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
+
+# Peak field name in the [peak_dense] section for each compute dtype.
+PEAK_FIELDS: dict[str, str] = {
+    "fp32": "fp32_tflops",
+    "tf32": "tf32_tflops",
+    "fp16": "fp16_tflops",
+    "bf16": "bf16_tflops",
+    "fp8": "fp8_tflops",
+    "int8": "int8_tops",
+    "int4": "int4_tops",
+    "fp4": "fp4_tflops",
+}
+
+# Architecture generations, in order. Efficiency parameters are per generation.
+ARCHITECTURES: tuple[str, ...] = (
+    "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
+    "cdna2", "cdna3", "cdna4", "gaudi", "tpu",
+)
+VENDORS: tuple[str, ...] = ("NVIDIA", "AMD", "Intel", "Google")
+SEGMENTS: tuple[str, ...] = ("datacenter", "workstation", "consumer")
+
+
+@dataclass(frozen=True)
+class MeasuredCeiling:
+    """A measured achievable matmul rate (e.g. from shared/validation/kernels.csv)."""
+
+    dtype: str
+    matmul_tflops: float
+    source: str
+    shape: str = ""
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Price:
+    """Prices with their dates and sources. None = unknown."""
+
+    launch_msrp_usd: float | None = None
+    launch_source: str = ""
+    street_usd: float | None = None
+    street_date: str = ""
+    street_source: str = ""
+    cloud_usd_per_hour: float | None = None
+    cloud_provider: str = ""
+    cloud_date: str = ""
+    cloud_source: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator. Units live in field names; sources in `sources`."""
+
+    id: str
+    name: str
+    vendor: str
+    architecture: str
+    chip: str
+    year: int
+    form_factor: str
+    segment: str
+    memory_gb: float
+    memory_type: str
+    memory_bandwidth_gbps: float
+    peak_tflops: dict[str, float]
+    unsupported: frozenset[str]
+    aliases: tuple[str, ...] = ()
+    l2_cache_mb: float | None = None
+    sm_count: int | None = None
+    boost_clock_mhz: float | None = None
+    base_clock_mhz: float | None = None
+    shared_mem_per_sm_kb: float | None = None
+    l1_cache_per_sm_kb: float | None = None
+    fp16_acc16_tflops: float | None = None
+    sparsity_2to4: bool | None = None
+    tensor_core_dtypes: tuple[str, ...] = ()
+    tdp_w: float | None = None
+    scaleup_link: str = ""
+    scaleup_gbps_per_direction: float | None = None
+    pcie_gen: int | None = None
+    pcie_lanes: int | None = None
+    price: Price = field(default_factory=Price)
+    measured: tuple[MeasuredCeiling, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: str = ""
+    path: str = ""
+    overridden_by: tuple[str, ...] = ()
+
+    def peak(self, dtype: str) -> float | None:
+        """Dense peak in TFLOP/s (TOP/s for integer dtypes), None if unknown or unsupported."""
+        return self.peak_tflops.get(dtype)
+
+    def supports(self, dtype: str) -> bool | None:
+        """True / False / None (unknown)."""
+        if dtype in self.peak_tflops:
+            return True
+        if dtype in self.unsupported:
+            return False
+        return None
+
+    def measured_tflops(self, dtype: str) -> MeasuredCeiling | None:
+        for m in self.measured:
+            if m.dtype == dtype:
+                return m
+        return None
+
+    def has_tensor_cores(self) -> bool:
+        return bool(self.tensor_core_dtypes)
+
+    def source_of(self, key: str) -> str:
+        """Source of a figure: the most specific entry of [sources] ('section.field',
+        'section', then 'default')."""
+        if key in self.sources:
+            return self.sources[key]
+        section = key.split(".", 1)[0]
+        return self.sources.get(section, self.sources.get("default", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view with every field, unknowns as null and 'n/a' for unsupported."""
+        peaks: dict[str, Any] = {}
+        for dt, fname in PEAK_FIELDS.items():
+            if dt in self.peak_tflops:
+                peaks[fname] = self.peak_tflops[dt]
+            elif dt in self.unsupported:
+                peaks[fname] = "n/a"
+            else:
+                peaks[fname] = None
+        return {
+            "id": self.id,
+            "name": self.name,
+            "vendor": self.vendor,
+            "architecture": self.architecture,
+            "chip": self.chip,
+            "year": self.year,
+            "form_factor": self.form_factor,
+            "segment": self.segment,
+            "aliases": list(self.aliases),
+            "memory_gb": self.memory_gb,
+            "memory_type": self.memory_type,
+            "memory_bandwidth_gbps": self.memory_bandwidth_gbps,
+            "l2_cache_mb": self.l2_cache_mb,
+            "sm_count": self.sm_count,
+            "boost_clock_mhz": self.boost_clock_mhz,
+            "base_clock_mhz": self.base_clock_mhz,
+            "shared_mem_per_sm_kb": self.shared_mem_per_sm_kb,
+            "l1_cache_per_sm_kb": self.l1_cache_per_sm_kb,
+            "peak_dense": peaks,
+            "fp16_acc16_tflops": self.fp16_acc16_tflops,
+            "sparsity_2to4": self.sparsity_2to4,
+            "tensor_core_dtypes": list(self.tensor_core_dtypes),
+            "tdp_w": self.tdp_w,
+            "scaleup_link": self.scaleup_link,
+            "scaleup_gbps_per_direction": self.scaleup_gbps_per_direction,
+            "pcie_gen": self.pcie_gen,
+            "pcie_lanes": self.pcie_lanes,
+            "price": {
+                "launch_msrp_usd": self.price.launch_msrp_usd,
+                "launch_source": self.price.launch_source,
+                "street_usd": self.price.street_usd,
+                "street_date": self.price.street_date,
+                "street_source": self.price.street_source,
+                "cloud_usd_per_hour": self.price.cloud_usd_per_hour,
+                "cloud_provider": self.price.cloud_provider,
+                "cloud_date": self.price.cloud_date,
+                "cloud_source": self.price.cloud_source,
+            },
+            "measured": [
+                {"dtype": m.dtype, "matmul_tflops": m.matmul_tflops, "shape": m.shape,
+                 "source": m.source, "notes": m.notes}
+                for m in self.measured
+            ],
+            "sources": dict(self.sources),
+            "notes": self.notes,
+            "file": self.path,
+            "overridden_by": list(self.overridden_by),
+        }

@@ -1,0 +1,1 @@
+"""Measurement on a real GPU: NVML discovery, micro-benchmarks, step profiling."""

@@ -1,0 +1,1 @@
+"""Rendering: terminal tables (rich), stable JSON documents, HTML pages. The library never prints."""

@@ -1,0 +1,119 @@
+"""The entry point of workload capture: a WorkloadSpec in, a Trace out (cached on disk).
+
+A cache hit imports no torch, so commands over cached traces start fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from whichgpu.errors import CaptureError, InputError
+from whichgpu.workload import cache
+from whichgpu.workload.spec import ModelSource, WorkloadSpec, cache_key, classify, read_config
+from whichgpu.workload.trace import Trace
+
+
+def resolve(spec: WorkloadSpec) -> tuple[WorkloadSpec, ModelSource]:
+    """Fill the model's defaults (batch, sizes, optimizer) and validate. Torch-free."""
+    spec.validate()
+    src = classify(spec.model)
+    if src.kind == "zoo":
+        from whichgpu.workload.zoo import get_entry
+
+        e = get_entry(src.ref)
+        upd: dict[str, Any] = {}
+        if spec.batch_size is None:
+            upd["batch_size"] = e.default_batch(spec.precision)
+        if e.input_kind == "tokens" and spec.seq_len is None:
+            upd["seq_len"] = e.default_seq_len
+        if e.input_kind == "image" and spec.image_size is None:
+            upd["image_size"] = e.default_image_size
+        if spec.optimizer is None:
+            upd["optimizer"] = e.default_optimizer
+        if spec.phase != "full" and not e.causal_lm:
+            raise InputError(f"--phase {spec.phase} applies to causal LMs; {e.title} is not one")
+        if e.input_kind == "image" and spec.seq_len is not None:
+            raise InputError(f"{e.title} takes images: use --image-size, not --seq-len")
+        if e.input_kind == "tokens" and spec.image_size is not None:
+            raise InputError(f"{e.title} takes tokens: use --seq-len, not --image-size")
+        spec = replace(spec, **upd)
+    else:
+        upd = {}
+        if spec.batch_size is None:
+            upd["batch_size"] = 1
+        if spec.optimizer is None:
+            upd["optimizer"] = "adamw"
+        if src.kind == "config" and spec.seq_len is None:
+            cfg = read_config(src.ref)
+            if cfg.get("model_type") not in ("vit", "deit", "beit", "convnext", "resnet", "swin", "dinov2"):
+                upd["seq_len"] = min(int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 2048), 2048)
+        spec = replace(spec, **upd)
+    if spec.phase == "decode" and spec.context is None:
+        spec = replace(spec, context=spec.seq_len)
+    if spec.phase == "decode":
+        spec = replace(spec, seq_len=None)
+    return spec, src
+
+
+def get_trace(spec: WorkloadSpec, use_cache: bool = True) -> Trace:
+    spec, src = resolve(spec)
+    key = cache_key(src, spec)
+    if use_cache:
+        hit = cache.load(key)
+        if hit is not None:
+            return hit
+    trace = _capture(spec, src)
+    trace.key = key
+    if use_cache:
+        cache.store(key, trace)
+    return trace
+
+
+def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        from whichgpu.errors import MissingExtraError
+
+        raise MissingExtraError("tracing a model", "torch", "torch") from None
+    from whichgpu.workload.capture import capture
+    from whichgpu.workload.optim import resolve_optimizer
+    from whichgpu.workload.precision import get_precision
+    from whichgpu.workload.zoo.base import BuildRequest
+
+    req = BuildRequest(task=spec.task, batch_size=spec.batch_size or 1, seq_len=spec.seq_len,
+                       image_size=spec.image_size, phase=spec.phase, context=spec.context,
+                       options=spec.options)
+    meta: dict[str, Any] = {}
+    if src.kind == "zoo":
+        from whichgpu.workload.zoo import get_entry
+
+        e = get_entry(src.ref)
+        built = e.load_builder()(req)
+        name = e.id
+        if e.config and e.family == "decoder":
+            from whichgpu.workload.hf import model_meta
+            from whichgpu.workload.zoo.llm.build import load_packaged_config
+
+            meta = model_meta(load_packaged_config(e.config), e.config)
+        meta.setdefault("family", e.family)
+    elif src.kind == "config":
+        from whichgpu.workload.hf import build_hf, model_meta
+
+        cfg = read_config(src.ref)
+        built = build_hf(cfg, req, src.ref)
+        name = src.title
+        meta = model_meta(cfg, src.ref)
+    else:
+        from whichgpu.workload.factory import build_factory
+
+        built = build_factory(src.ref, req)
+        name = src.title
+    if spec.task == "infer" and not isinstance(built.inputs, (dict, tuple, list)):
+        raise CaptureError("model inputs must be a dict or a tuple")
+    opt = resolve_optimizer(spec.optimizer or "adamw", spec.optimizer_impl)
+    return capture(built, name=name, task=spec.task, precision=get_precision(spec.precision, spec.task),
+                   optimizer=opt, sparsity=spec.sparsity == "2:4", phase=spec.phase,
+                   batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
+                   context=spec.context, model_meta=meta)

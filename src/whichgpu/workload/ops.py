@@ -1,0 +1,92 @@
+"""Custom ops the capture engine routes to, so that traces show the kernels a GPU runs.
+
+`whichgpu::attention` stands for the fused attention kernel PyTorch picks on CUDA
+(FlashAttention for FP16/BF16, memory-efficient attention for FP32 or with a mask): one kernel
+reading Q, K, V (and the mask) and writing O and the log-sum-exp. It supports GQA/MQA natively
+(K/V with fewer heads are not expanded), as flash kernels do. These ops only ever run on
+``meta`` tensors: their fake implementations give shapes, their costs live in `costs.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from whichgpu.workload.costs import Cost, register, sdpa_backward_flops, sdpa_flops
+
+
+@torch.library.custom_op("whichgpu::attention", mutates_args=())
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
+    raise RuntimeError("whichgpu::attention only runs on the meta device")
+
+
+@attention.register_fake
+def _attention_fake(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
+    out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+    lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("whichgpu::attention_backward", mutates_args=())
+def attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                       mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    raise RuntimeError("whichgpu::attention_backward only runs on the meta device")
+
+
+@attention_backward.register_fake
+def _attention_backward_fake(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                             mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
+    q, k, v, mask, causal = inputs
+    ctx.save_for_backward(q, k, v, output[0], output[1])
+    ctx.mask = mask
+    ctx.causal = causal
+    ctx.set_materialize_grads(False)
+
+
+def _backward(ctx: Any, grad_out: Tensor, grad_lse: Tensor | None) -> tuple[Any, ...]:
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.whichgpu.attention_backward(grad_out, q, k, v, out, lse, ctx.mask, ctx.causal)
+    return dq, dk, dv, None, None
+
+
+attention.register_autograd(_backward, setup_context=_setup)
+
+
+def _dims(q: Tensor, k: Tensor, v: Tensor) -> tuple[int, int, int, int, int, int]:
+    b = int(torch.Size(q.shape[:-3]).numel()) if q.dim() > 3 else 1
+    return b, int(q.shape[-3]), int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
+
+
+def _kind(q: Tensor, mask: Tensor | None) -> str:
+    # PyTorch's CUDA SDPA dispatch: flash for fp16/bf16 without an arbitrary mask and head_dim <= 256,
+    # memory-efficient attention otherwise (fp32, or an additive/boolean mask).
+    if q.dtype in (torch.float16, torch.bfloat16) and mask is None and q.shape[-1] <= 256:
+        return "flash"
+    return "mem-efficient"
+
+
+@register("whichgpu.attention")
+def _attention_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    q, k, v, mask, causal = args[0], args[1], args[2], args[3], bool(args[4])
+    b, h, sq, sk, d, dv = _dims(q, k, v)
+    tags = (_kind(q, mask),) + (("causal",) if causal else ())
+    return Cost(sdpa_flops(b, h, sq, sk, d, dv, causal), "attention", mm=(b * h, sq, sk, d),
+                matmul_dtype_from=0, tags=tags)
+
+
+@register("whichgpu.attention_backward")
+def _attention_backward_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    q, k, v, mask, causal = args[1], args[2], args[3], args[6], bool(args[7])
+    b, h, sq, sk, d, dv = _dims(q, k, v)
+    tags = (_kind(q, mask),) + (("causal",) if causal else ())
+    # FlashAttention-2 backward: a preprocess kernel (dO.O row sums), the main kernel, and a dQ
+    # conversion kernel.
+    return Cost(sdpa_backward_flops(b, h, sq, sk, d, dv, causal), "attention", mm=(b * h, sq, sk, d),
+                kernels=3, matmul_dtype_from=1, tags=tags)

@@ -1,0 +1,116 @@
+"""What to trace: the workload half of (workload, hardware, plan). Torch-free."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from whichgpu import __version__
+from whichgpu.errors import CaptureError, InputError
+from whichgpu.workload.precision import get_precision
+from whichgpu.workload.trace import SCHEMA
+
+TASKS = ("train", "infer")
+PHASES = ("full", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A model and one step of work on it.
+
+    model: a zoo name, a path to a Hugging Face config.json (or its directory), or
+    ``path/to/file.py:factory``. Unset sizes take the model's defaults.
+    """
+
+    model: str
+    task: str = "train"
+    batch_size: int | None = None
+    seq_len: int | None = None
+    image_size: int | None = None
+    precision: str = "amp-bf16"
+    optimizer: str | None = None
+    optimizer_impl: str = "foreach"
+    phase: str = "full"
+    context: int | None = None
+    sparsity: str = "none"
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def validate(self) -> None:
+        if self.task not in TASKS:
+            raise InputError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.phase not in PHASES:
+            raise InputError(f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
+        if self.phase != "full" and self.task != "infer":
+            raise InputError(f"--phase {self.phase} applies to inference (--task infer) of causal LMs")
+        for name in ("batch_size", "seq_len", "image_size"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or v <= 0):
+                raise InputError(f"{name.replace('_', ' ')} must be > 0, got {v}")
+        if self.context is not None and self.context <= 0:
+            raise InputError(f"context must be > 0, got {self.context}")
+        if self.sparsity not in ("none", "2:4"):
+            raise InputError(f"sparsity must be 'none' or '2:4', got {self.sparsity!r}")
+        get_precision(self.precision, self.task)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from, and a fingerprint of it for the cache."""
+
+    kind: str  # "zoo" | "config" | "factory"
+    ref: str  # zoo id | config path | "file.py:factory"
+    fingerprint: str
+    title: str
+
+
+def classify(model: str) -> ModelSource:
+    """Decide what the MODEL argument names, without importing torch."""
+    m = model.strip()
+    if not m:
+        raise InputError("model name is empty; give a zoo name, a config.json path or file.py:factory")
+    if ".py:" in m:
+        path, _, fn = m.rpartition(":")
+        p = Path(path)
+        if not p.is_file():
+            raise CaptureError(f"factory file {path!r} does not exist (expected path/to/file.py:function)")
+        if not fn.isidentifier():
+            raise CaptureError(f"factory name {fn!r} is not a Python identifier (expected path/to/file.py:function)")
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        return ModelSource("factory", f"{p.resolve()}:{fn}", digest, f"{p.name}:{fn}")
+    p = Path(m)
+    if m.endswith(".json") or p.is_dir() or (os.sep in m and p.exists()):
+        cfg = p / "config.json" if p.is_dir() else p
+        if not cfg.is_file():
+            raise CaptureError(f"config file {str(cfg)!r} does not exist")
+        digest = hashlib.sha256(cfg.read_bytes()).hexdigest()[:16]
+        return ModelSource("config", str(cfg.resolve()), digest, cfg.parent.name or cfg.name)
+    from whichgpu.workload.zoo import get_entry
+
+    e = get_entry(m)
+    return ModelSource("zoo", e.id, e.builder + "#" + e.config, e.title)
+
+
+def read_config(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as fh:
+            cfg = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise CaptureError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except OSError as e:
+        raise CaptureError(f"{path}: cannot read ({e.strerror})") from None
+    if not isinstance(cfg, dict):
+        raise CaptureError(f"{path}: expected a JSON object (a Hugging Face config.json)")
+    if "model_type" not in cfg:
+        raise CaptureError(f"{path}: no 'model_type' field; a Hugging Face config.json names its model_type "
+                           "(e.g. \"llama\", \"bert\", \"gpt2\")")
+    return cfg
+
+
+def cache_key(src: ModelSource, spec: WorkloadSpec) -> str:
+    payload = {"v": __version__, "schema": SCHEMA, "src": [src.kind, src.ref, src.fingerprint],
+               "spec": {k: v for k, v in asdict(replace(spec, model="")).items()}}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -1,0 +1,200 @@
+"""The trace: a hardware-independent record of one training or inference step.
+
+Torch-free. Produced by `workload.capture`, consumed by `perf/`, `memory/`, `parallel/`.
+Serialised to JSON (schema ``whichgpu.trace/1``) for the on-disk cache.
+
+An `Op` is one aten call (or a synthetic optimizer / loss-scaling kernel) with its FLOPs and
+bytes. ``count`` is how many times it occurs per step: ops of a repeated block (transformer
+layers traced once) carry the number of layers. Totals always multiply by ``count``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "whichgpu.trace/1"
+
+CATEGORIES: tuple[str, ...] = (
+    "matmul",      # mm/bmm/addmm/linear: tensor-core eligible GEMMs
+    "conv",        # convolutions (forward and backward)
+    "attention",   # fused attention kernels (flash / memory-efficient)
+    "rnn",         # fused recurrent layers (cuDNN LSTM/GRU)
+    "norm",        # batch/layer/group/RMS norm
+    "softmax",     # softmax, log-softmax and their backward
+    "pointwise",   # elementwise math (activations, adds, muls, dropout, casts of values)
+    "reduction",   # sums, means, max over dims
+    "embedding",   # gathers from tables, index ops
+    "loss",        # loss kernels (nll, cross entropy, mse, ...)
+    "optimizer",   # optimizer step kernels (incl. loss-scaling bookkeeping)
+    "copy",        # data movement without math: cat, contiguous, dtype casts, pads, copies
+    "memset",      # zeros/ones/fill/empty-like allocations that write memory
+    "view",        # metadata only: no kernel, no memory traffic
+    "other",       # everything else (unmodelled FLOPs, bytes still counted)
+)
+PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    name: str
+    category: str
+    phase: str
+    module: str
+    dtype: str  # compute dtype: fp32|tf32|fp16|bf16|fp8|int8|int4, or storage dtype for non-math ops
+    flops: float
+    bytes_read: float
+    bytes_written: float
+    count: int = 1
+    kernels: float = 1.0  # kernel launches per occurrence
+    modelled: bool = True  # False: no FLOP formula for this op (FLOPs unknown, bytes counted)
+    mm: tuple[int, int, int, int] | None = None  # (batch, M, N, K) of the GEMM (conv as implicit GEMM)
+    sparse: bool = False  # weight matmul eligible for 2:4 structured sparsity
+    fusible: bool = False  # elementwise/reduction a compiler could fuse with neighbours
+    block: str = ""  # template block path when the op belongs to a repeated block
+    tags: tuple[str, ...] = ()
+    shapes: str = ""  # compact "in -> out" shapes, for reports
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def total_flops(self) -> float:
+        return self.flops * self.count
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.bytes_read + self.bytes_written) * self.count
+
+    @property
+    def intensity(self) -> float:
+        b = self.bytes_read + self.bytes_written
+        return self.flops / b if b else float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class MemEvent:
+    """A storage allocated (``delta > 0``) or freed (``delta < 0``) after op ``op_index``.
+
+    ``role``: activation | grad | input | temp | param | optimizer. ``block`` is the template
+    block path for storages allocated inside a repeated block (see Trace.repeats).
+    """
+
+    op_index: int
+    delta: int
+    sid: int
+    role: str
+    block: str = ""
+
+
+@dataclass
+class Trace:
+    model: str
+    task: str
+    phase: str
+    batch_size: int
+    seq_len: int | None
+    image_size: int | None
+    context: int | None
+    precision: str
+    optimizer: str
+    sparsity: str
+    samples: int
+    tokens: int
+    params: int  # full model parameter count (with repeated blocks)
+    trainable_params: int
+    param_bytes: int  # bytes of the parameters as stored (full model)
+    buffer_bytes: int
+    input_bytes: int
+    ops: list[Op]
+    mem_events: list[MemEvent] = field(default_factory=list)
+    repeats: dict[str, int] = field(default_factory=dict)
+    model_meta: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    key: str = ""
+    capture_seconds: float = 0.0
+    schema: str = SCHEMA
+
+    # ---- summaries -------------------------------------------------------------------
+    def total_flops(self, phase: str | None = None) -> float:
+        return sum(o.flops * o.count for o in self.ops if phase is None or o.phase == phase)
+
+    def total_bytes(self, phase: str | None = None) -> float:
+        return sum((o.bytes_read + o.bytes_written) * o.count for o in self.ops
+                   if phase is None or o.phase == phase)
+
+    def kernel_count(self) -> float:
+        return sum(o.kernels * o.count for o in self.ops)
+
+    def coverage(self) -> dict[str, float]:
+        """Share of ops / math ops / bytes that have a FLOP formula."""
+        real = [o for o in self.ops if o.category != "view"]
+        n = sum(o.count for o in real) or 1
+        n_mod = sum(o.count for o in real if o.modelled)
+        b = sum(o.total_bytes for o in real) or 1.0
+        b_mod = sum(o.total_bytes for o in real if o.modelled)
+        unmodelled = sorted({o.name for o in real if not o.modelled})
+        return {
+            "ops": n_mod / n,
+            "bytes": b_mod / b,
+            "unmodelled_ops": float(n - n_mod),
+            "unmodelled_names": unmodelled,  # type: ignore[dict-item]
+        }
+
+    # ---- serialisation -----------------------------------------------------------------
+    _OP_FIELDS = ("name", "category", "phase", "module", "dtype", "flops", "bytes_read",
+                  "bytes_written", "count", "kernels", "modelled", "mm", "sparse", "fusible",
+                  "block", "tags", "shapes")
+
+    def to_json(self) -> str:
+        d = {k: v for k, v in asdict(self).items() if k not in ("ops", "mem_events")}
+        # Columnar, string-interned ops: compact and fast to load.
+        strings: dict[str, int] = {}
+
+        def s(x: str) -> int:
+            if x not in strings:
+                strings[x] = len(strings)
+            return strings[x]
+
+        rows = []
+        for o in self.ops:
+            rows.append([s(o.name), s(o.category), s(o.phase), s(o.module), s(o.dtype), o.flops,
+                         o.bytes_read, o.bytes_written, o.count, o.kernels, int(o.modelled),
+                         list(o.mm) if o.mm else None, int(o.sparse), int(o.fusible), s(o.block),
+                         [s(t) for t in o.tags], s(o.shapes)])
+        d["ops"] = rows
+        d["mem_events"] = [[e.op_index, e.delta, e.sid, s(e.role), s(e.block)] for e in self.mem_events]
+        d["strings"] = list(strings)
+        return json.dumps(d, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        d = json.loads(text)
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"trace schema {d.get('schema')!r} is not {SCHEMA!r}")
+        st = d.pop("strings")
+        ops = [
+            Op(st[r[0]], st[r[1]], st[r[2]], st[r[3]], st[r[4]], r[5], r[6], r[7], r[8], r[9],
+               bool(r[10]), tuple(r[11]) if r[11] else None, bool(r[12]), bool(r[13]), st[r[14]],
+               tuple(st[t] for t in r[15]), st[r[16]])  # type: ignore[arg-type]
+            for r in d.pop("ops")
+        ]
+        ev = [MemEvent(e[0], e[1], e[2], st[e[3]], st[e[4]]) for e in d.pop("mem_events")]
+        return cls(ops=ops, mem_events=ev, **d)
+
+
+def summarize(ops: Iterable[Op], by: str = "category") -> dict[str, dict[str, float]]:
+    """Totals (flops, bytes, kernels, ops) grouped by 'category', 'phase', 'module' or 'op'."""
+    out: dict[str, dict[str, float]] = {}
+    for o in ops:
+        key = {"category": o.category, "phase": o.phase, "module": o.module or "(top)",
+               "op": o.name}[by]
+        agg = out.setdefault(key, {"flops": 0.0, "bytes": 0.0, "kernels": 0.0, "ops": 0.0})
+        agg["flops"] += o.flops * o.count
+        agg["bytes"] += (o.bytes_read + o.bytes_written) * o.count
+        agg["kernels"] += o.kernels * o.count
+        agg["ops"] += o.count
+    return out

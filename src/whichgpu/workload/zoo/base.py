@@ -1,0 +1,96 @@
+"""Zoo entries: torch-free metadata plus a lazily imported builder.
+
+A builder is a function ``build(req: BuildRequest) -> Built`` living in a module that may import
+torch. It must construct the model on the ``meta`` device (no weights, no memory) and return
+example inputs on ``meta`` too. The capture engine runs it under its dispatch mode.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What to build. Precision is applied by the capture engine, not the builder."""
+
+    task: str  # "train" | "infer"
+    batch_size: int
+    seq_len: int | None = None  # tokens per sample (text models)
+    image_size: int | None = None  # pixels per side (vision models)
+    phase: str = "full"  # causal LMs at inference: "prefill" | "decode"; otherwise "full"
+    context: int | None = None  # decode: tokens already in the KV cache
+    truncate_layers: bool = True  # build at most 2 copies of each repeated block (see Built.repeats)
+    options: tuple[tuple[str, Any], ...] = ()  # builder-specific knobs (e.g. ("attention", "eager"))
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return dict(self.options).get(key, default)
+
+
+@dataclass
+class Built:
+    """A model ready to trace.
+
+    ``inputs`` are passed as ``model(**inputs)`` when a dict, ``model(*inputs)`` otherwise.
+    ``loss_fn(output, inputs) -> scalar tensor`` defines the training loss; None means the
+    model's output is the loss or has a ``.loss`` attribute.
+    ``repeats`` maps the module path of a *template* block to how many extra times it occurs in
+    the full model (e.g. a 32-layer LLM built with 2 layers: {"model.layers.1": 30}). Every op
+    recorded under that path (forward and backward) is counted 1 + extra times.
+    ``samples``/``tokens`` are what one step processes (for throughput units).
+    """
+
+    model: Any
+    inputs: Any
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    repeats: dict[str, int] = field(default_factory=dict)
+    samples: int = 0
+    tokens: int = 0
+    full_params: int | None = None  # parameter count of the full (untruncated) model, if known
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """A model of the zoo. Torch-free: the builder is imported only when a capture runs."""
+
+    id: str
+    title: str
+    family: str  # "cnn" | "detection" | "encoder" | "decoder" | "seq2seq" | "vit" | "diffusion" | "rnn"
+    input_kind: str  # "image" | "tokens"
+    builder: str  # "package.module:function"
+    definition: str  # where the architecture definition comes from
+    default_batch_size: int
+    default_seq_len: int | None = None
+    default_image_size: int | None = None
+    default_optimizer: str = "adamw"
+    # Per-precision default batch where the reference scripts use different batches
+    # (e.g. (("amp", 256), ("tf32", 256), ("fp32", 112))); used when a batch is not given.
+    batch_by_precision: tuple[tuple[str, int], ...] = ()
+    validation_names: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    causal_lm: bool = False
+    params_reference: int | None = None  # published/real parameter count, for tests
+    throughput_unit: str = "samples/s"  # what the field reports: images/s, sequences/s, tokens/s
+    notes: str = ""
+    config: str = ""  # packaged config JSON name, for HF-config based entries
+
+    def default_batch(self, precision: str = "") -> int:
+        fam = precision.split("-")[0] if precision else ""
+        table = dict(self.batch_by_precision)
+        for key in (precision, fam):
+            if key in table:
+                return table[key]
+        return self.default_batch_size
+
+    def load_builder(self) -> Callable[[BuildRequest], Built]:
+        """The builder; for config-based entries, bound to the packaged config name."""
+        mod, _, fn = self.builder.partition(":")
+        func = getattr(importlib.import_module(mod), fn)
+        if self.config:
+            config = self.config
+            return lambda req: func(req, config)  # type: ignore[no-any-return]
+        return func  # type: ignore[no-any-return]

@@ -1,0 +1,96 @@
+"""Builders for the decoder-only LLM zoo entries and HF configs of supported families."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from whichgpu.errors import InputError
+from whichgpu.workload.zoo.base import BuildRequest, Built
+from whichgpu.workload.zoo.llm.args import DecoderArgs, args_from_config
+from whichgpu.workload.zoo.llm.decoder import GPT2Like, LlamaLike, causal_lm_loss
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def load_packaged_config(name: str) -> dict[str, Any]:
+    with open(CONFIGS / f"{name}.json") as fh:
+        return json.load(fh)  # type: ignore[no-any-return]
+
+
+def build_decoder(cfg: dict[str, Any], req: BuildRequest, path: str = "config.json") -> Built:
+    a = args_from_config(cfg, path)
+    return build_from_args(a, req, float(cfg.get("rope_theta", 10000.0)))
+
+
+def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -> Built:
+    b = req.batch_size
+    if b <= 0:
+        raise InputError(f"batch size must be > 0, got {b}")
+    eager = req.option("attention", "sdpa") == "eager"
+    layers = min(a.layers, 2) if req.truncate_layers else a.layers
+    with torch.device("meta"):
+        model = GPT2Like(a, layers, eager) if a.family == "gpt2" else LlamaLike(a, layers, theta, eager)
+    prefix = "transformer.h" if a.family == "gpt2" else "model.layers"
+    repeats = {f"{prefix}.1": a.layers - 2} if layers == 2 and a.layers > 2 else {}
+    full_params = _full_params(a)
+    if req.phase == "decode":
+        ctx = req.context if req.context is not None else (req.seq_len or 0)
+        if ctx <= 0:
+            raise InputError(f"decode needs a context length > 0 (--context), got {ctx}")
+        if ctx + 1 > a.max_positions and a.family == "gpt2":
+            raise InputError(f"context {ctx} exceeds the model's {a.max_positions} positions")
+        t = ctx + 1
+        ids = torch.zeros(b, 1, dtype=torch.long, device="meta")
+        pos = torch.full((b, 1), ctx, dtype=torch.long, device="meta")
+        cache = [(torch.empty(b, a.kv_heads, t, a.head_dim, device="meta"),
+                  torch.empty(b, a.kv_heads, t, a.head_dim, device="meta")) for _ in range(layers)]
+        cache_pos = torch.tensor([ctx], dtype=torch.long, device="meta")
+        inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos}
+        return Built(model, inputs, None, repeats, samples=b, tokens=b, full_params=full_params,
+                     notes=[f"decode one token per sequence with a static KV cache of {t} positions"])
+    s = req.seq_len or 0
+    if s <= 0:
+        raise InputError(f"sequence length must be > 0, got {s}")
+    if s > a.max_positions:
+        raise InputError(f"sequence length {s} exceeds the model's max_position_embeddings {a.max_positions}")
+    ids = torch.zeros(b, s, dtype=torch.long, device="meta")
+    pos = torch.zeros(b, s, dtype=torch.long, device="meta")
+    if req.task == "train":
+        inputs = {"input_ids": ids, "position_ids": pos}
+        labels = torch.zeros(b, s, dtype=torch.long, device="meta")
+        return Built(model, inputs, lambda out, _inp: causal_lm_loss(out, labels), repeats, samples=b,
+                     tokens=b * s, full_params=full_params)
+    if req.phase == "prefill":
+        cache = [(torch.empty(b, a.kv_heads, s, a.head_dim, device="meta"),
+                  torch.empty(b, a.kv_heads, s, a.head_dim, device="meta")) for _ in range(layers)]
+        cache_pos = torch.zeros(s, dtype=torch.long, device="meta")
+        inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos, "last_only": True}
+        return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params,
+                     notes=["prefill writes the KV cache and computes logits for the last position only"])
+    inputs = {"input_ids": ids, "position_ids": pos}
+    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params)
+
+
+def _full_params(a: DecoderArgs) -> int:
+    h, d = a.hidden, a.head_dim
+    if a.family == "gpt2":
+        per = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * a.intermediate + a.intermediate) + (a.intermediate * h + h)
+        return a.vocab * h + a.max_positions * h + a.layers * per + 2 * h
+    attn = h * a.heads * d + 2 * h * a.kv_heads * d + a.heads * d * h
+    if a.qkv_bias:
+        attn += a.heads * d + 2 * a.kv_heads * d
+    mlp = 3 * h * a.intermediate
+    if a.experts:
+        mlp = a.experts * 3 * h * a.intermediate + h * a.experts
+    per = attn + mlp + 2 * h
+    head = 0 if a.tie_embeddings else a.vocab * h
+    return a.vocab * h + a.layers * per + h + head
+
+
+def build_packaged(req: BuildRequest, config_name: str) -> Built:
+    """Zoo builder: a packaged config.json of a supported decoder family."""
+    return build_decoder(load_packaged_config(config_name), req, f"{config_name}.json")

@@ -1,0 +1,281 @@
+"""A decoder-only transformer (Llama / Mistral / Mixtral / Qwen2 / GPT-2 families) for capture.
+
+Mirrors the Hugging Face `transformers` definitions op for op in eager mode (module names,
+parameter shapes, RMSNorm in FP32, rotary embedding, gated MLP, FP32 logits for the loss), so
+parameter counts and FLOPs equal theirs (tests check both against transformers). It exists
+because importing transformers' model code costs seconds, and because two things must be
+static on the meta device:
+
+* MoE routing is data-dependent; here tokens are spread evenly over the experts
+  (each routed expert processes tokens * top_k / experts tokens), the load-balanced case.
+* Decode uses a static KV cache written in place (as gpt-fast / HF StaticCache / serving
+  engines do) and one fused attention call over the whole context.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from whichgpu.workload.zoo.llm.args import DecoderArgs
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        # As LlamaRMSNorm: compute in FP32, cast back, then scale.
+        dt = x.dtype
+        h = x.to(torch.float32)
+        var = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(var + self.eps)
+        return self.weight * h.to(dt)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    def forward(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        # pos: (B, S) -> freqs (B, S, D/2) -> cos/sin (B, S, D)
+        freqs = (self.inv_freq[None, :, None].float().expand(pos.shape[0], -1, 1) @ pos[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.a = a
+        d = a.head_dim
+        self.q_proj = nn.Linear(a.hidden, a.heads * d, bias=a.qkv_bias)
+        self.k_proj = nn.Linear(a.hidden, a.kv_heads * d, bias=a.qkv_bias)
+        self.v_proj = nn.Linear(a.hidden, a.kv_heads * d, bias=a.qkv_bias)
+        self.o_proj = nn.Linear(a.heads * d, a.hidden, bias=False)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, cache: tuple[Tensor, Tensor] | None,
+                cache_pos: Tensor | None, eager: bool) -> Tensor:
+        b, s, _ = x.shape
+        d = self.a.head_dim
+        q = self.q_proj(x).view(b, s, -1, d).transpose(1, 2)  # (B, H, S, D)
+        k = self.k_proj(x).view(b, s, -1, d).transpose(1, 2)  # (B, KV, S, D)
+        v = self.v_proj(x).view(b, s, -1, d).transpose(1, 2)
+        c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = q * c + rotate_half(q) * sn
+        k = k * c + rotate_half(k) * sn
+        causal = True
+        if cache is not None:
+            kc, vc = cache  # (B, KV, T, D) static cache; write the new positions in place
+            kc.index_copy_(2, cache_pos, k)
+            vc.index_copy_(2, cache_pos, v)
+            k, v = kc, vc
+            causal = s > 1
+        if eager:
+            rep = self.a.heads // self.a.kv_heads
+            if rep > 1:
+                k = k[:, :, None].expand(b, self.a.kv_heads, rep, k.shape[2], d).reshape(b, self.a.heads, k.shape[2], d)
+                v = v[:, :, None].expand(b, self.a.kv_heads, rep, v.shape[2], d).reshape(b, self.a.heads, v.shape[2], d)
+            w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d)
+            if causal:
+                w = w + torch.full((s, k.shape[2]), float("-inf"), device=x.device, dtype=w.dtype).triu(1)
+            w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+            o = torch.matmul(w, v)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        o = o.transpose(1, 2).reshape(b, s, -1)
+        return self.o_proj(o)  # type: ignore[no-any-return]
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, inter, bias=False)
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # type: ignore[no-any-return]
+
+
+class Expert(nn.Module):
+    def __init__(self, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(hidden, inter, bias=False)
+        self.w2 = nn.Linear(inter, hidden, bias=False)
+        self.w3 = nn.Linear(hidden, inter, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # type: ignore[no-any-return]
+
+
+class SparseMoE(nn.Module):
+    """Top-k routed experts with static, evenly balanced token counts (see module docstring)."""
+
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.k = a.experts_per_token
+        self.gate = nn.Linear(a.hidden, a.experts, bias=False)
+        self.experts = nn.ModuleList(Expert(a.hidden, a.intermediate) for _ in range(a.experts))
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, s, h = x.shape
+        flat = x.view(-1, h)
+        t = flat.shape[0]
+        logits = self.gate(flat)  # (T, E)
+        probs = F.softmax(logits, dim=1, dtype=torch.float32)
+        weights, _chosen = torch.topk(probs, self.k, dim=-1)
+        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(flat)
+        e = len(self.experts)
+        routed = t * self.k
+        active = min(e, routed)
+        per = math.ceil(routed / active)
+        for i in range(active):
+            idx = torch.zeros(per, dtype=torch.long, device=x.device)  # token ids routed to expert i
+            xi = flat.index_select(0, idx)
+            yi = self.experts[i](xi) * weights.view(-1)[:per, None]
+            out.index_add_(0, idx, yi)
+        return out.view(b, s, h)
+
+
+class Block(nn.Module):
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.self_attn = Attention(a)
+        self.input_layernorm = RMSNorm(a.hidden, a.norm_eps)
+        self.post_attention_layernorm = RMSNorm(a.hidden, a.norm_eps)
+        self.mlp: nn.Module = SparseMoE(a) if a.experts else MLP(a.hidden, a.intermediate)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, cache: tuple[Tensor, Tensor] | None,
+                cache_pos: Tensor | None, eager: bool) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, cache_pos, eager)
+        return x + self.mlp(self.post_attention_layernorm(x))  # type: ignore[no-any-return]
+
+
+class Model(nn.Module):
+    def __init__(self, a: DecoderArgs, layers: int, theta: float) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(a.vocab, a.hidden)
+        self.layers = nn.ModuleList(Block(a) for _ in range(layers))
+        self.norm = RMSNorm(a.hidden, a.norm_eps)
+        self.rotary_emb = Rotary(a.head_dim, theta)
+
+
+class LlamaLike(nn.Module):
+    """`LlamaForCausalLM`-shaped: model.{embed_tokens, layers, norm}, lm_head."""
+
+    def __init__(self, a: DecoderArgs, layers: int, theta: float = 10000.0, eager: bool = False) -> None:
+        super().__init__()
+        self.a = a
+        self.eager = eager
+        self.model = Model(a, layers, theta)
+        self.lm_head = nn.Linear(a.hidden, a.vocab, bias=False)
+        if a.tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
+                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = self.model.rotary_emb(x, position_ids)
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, cache[i] if cache else None, cache_pos, self.eager)
+        x = self.model.norm(x)
+        if last_only:
+            x = x[:, -1:, :]
+        return self.lm_head(x)  # type: ignore[no-any-return]
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.a = a
+        # HF GPT-2 uses Conv1D (weight stored transposed); a Linear has the same parameters.
+        self.c_attn = nn.Linear(a.hidden, 3 * a.hidden)
+        self.c_proj = nn.Linear(a.hidden, a.hidden)
+
+    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None, cache_pos: Tensor | None, eager: bool) -> Tensor:
+        b, s, h = x.shape
+        d = self.a.head_dim
+        q, k, v = self.c_attn(x).split(h, dim=2)
+        q, k, v = (t.view(b, s, -1, d).transpose(1, 2) for t in (q, k, v))
+        causal = True
+        if cache is not None:
+            kc, vc = cache
+            kc.index_copy_(2, cache_pos, k)
+            vc.index_copy_(2, cache_pos, v)
+            k, v = kc, vc
+            causal = s > 1
+        if eager:
+            w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+            if causal:
+                w = w + torch.full((s, k.shape[2]), float("-inf"), device=x.device, dtype=w.dtype).triu(1)
+            o = torch.matmul(F.softmax(w, dim=-1), v)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return self.c_proj(o.transpose(1, 2).reshape(b, s, h))  # type: ignore[no-any-return]
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(a.hidden, eps=a.norm_eps)
+        self.attn = GPT2Attention(a)
+        self.ln_2 = nn.LayerNorm(a.hidden, eps=a.norm_eps)
+        self.c_fc = nn.Linear(a.hidden, a.intermediate)
+        self.c_proj = nn.Linear(a.intermediate, a.hidden)
+
+    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None, cache_pos: Tensor | None, eager: bool) -> Tensor:
+        x = x + self.attn(self.ln_1(x), cache, cache_pos, eager)
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))  # type: ignore[no-any-return]
+
+
+class GPT2Body(nn.Module):
+    def __init__(self, a: DecoderArgs, layers: int) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(a.vocab, a.hidden)
+        self.wpe = nn.Embedding(a.max_positions, a.hidden)
+        self.h = nn.ModuleList(GPT2Block(a) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(a.hidden, eps=a.norm_eps)
+
+
+class GPT2Like(nn.Module):
+    """`GPT2LMHeadModel`-shaped: transformer.{wte, wpe, h, ln_f}, lm_head tied to wte."""
+
+    def __init__(self, a: DecoderArgs, layers: int, eager: bool = False) -> None:
+        super().__init__()
+        self.a = a
+        self.eager = eager
+        self.transformer = GPT2Body(a, layers)
+        self.lm_head = nn.Linear(a.hidden, a.vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
+                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
+        x = self.transformer.wte(input_ids) + self.transformer.wpe(position_ids)
+        for i, blk in enumerate(self.transformer.h):
+            x = blk(x, cache[i] if cache else None, cache_pos, self.eager)
+        x = self.transformer.ln_f(x)
+        if last_only:
+            x = x[:, -1:, :]
+        return self.lm_head(x)  # type: ignore[no-any-return]
+
+
+def causal_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """As transformers' ForCausalLMLoss: FP32 logits, shift by one, mean cross entropy."""
+    logits = logits.float()
+    shift = logits[..., :-1, :].contiguous()
+    tgt = labels[..., 1:].contiguous()
+    return F.cross_entropy(shift.view(-1, shift.shape[-1]), tgt.view(-1))
