@@ -123,7 +123,8 @@ def _check_value(path: str, key: str, value: Any, spec: _Field) -> None:
     types, _req, kind = spec
     if isinstance(value, bool) and kind != "bool":
         raise CatalogError(path, key, f"expected {'a number' if kind in ('pos', 'nonneg', 'peak') else kind}, got {value!r}")
-    if not isinstance(value, types):
+    well_typed = isinstance(value, types)  # (a separate flag keeps mypy from narrowing value to object)
+    if not well_typed:
         want = {"pos": "a positive number", "nonneg": "a number >= 0", "str": "a string",
                 "bool": "true or false", "list": "a list of strings",
                 "peak": "a positive number or \"n/a\"", "date": "a date YYYY-MM-DD"}[kind]
@@ -291,7 +292,8 @@ def _spec_from_raw(path: str, raw: dict[str, Any], overridden_by: tuple[str, ...
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
     except tomllib.TOMLDecodeError as e:
         raise CatalogError(str(path), "", f"not valid TOML: {e}") from None
     except OSError as e:

@@ -69,6 +69,10 @@ class _Raw:
     tags: tuple[str, ...]
     shapes: str
     rnn: str = ""
+    ins: tuple[int, ...] = ()
+    in_bytes: tuple[float, ...] = ()
+    outs: tuple[int, ...] = ()
+    out_bytes: tuple[float, ...] = ()
 
 
 @dataclass
@@ -82,6 +86,8 @@ class CaptureState:
     live: dict[int, Any] = field(default_factory=dict)
     sid_module: dict[int, str] = field(default_factory=dict)
     rnn_modules: frozenset[str] = frozenset()
+    alloc_id: dict[int, int] = field(default_factory=dict)  # storage cdata -> allocation number
+    next_id: int = 1
 
 
 class _Recorder(TorchDispatchMode):
@@ -130,6 +136,7 @@ class _Recorder(TorchDispatchMode):
 
         # ---- bytes: each distinct input read once, each output written once ---------------
         weight_idx: set[int] = set()
+        flow_in: dict[int, float] = {}
         if category == "view":
             rd = wr = 0.0
             kernels = 0.0
@@ -137,16 +144,19 @@ class _Recorder(TorchDispatchMode):
             seen: set[tuple[Any, ...]] = set()
             rd = 0.0
             for i, t in enumerate(ins):
-                key = (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape), t.stride())
+                cd = t.untyped_storage()._cdata
+                key = (cd, t.storage_offset(), tuple(t.shape), t.stride())
                 if key in seen:
                     continue
                 seen.add(key)
                 b = _touched_bytes(t)
-                if t.untyped_storage()._cdata in s.param_storages:
+                if cd in s.param_storages:
                     weight_idx.add(i)
                     if category in _MM_CATS:
                         b = self._weight_bytes(t, b, category)
                 rd += b
+                aid = s.alloc_id.get(cd, 0)
+                flow_in[aid] = flow_in.get(aid, 0.0) + b
             wr = sum(float(o.numel() * o.element_size()) for o in outs)
             if cost.bytes_read is not None:
                 rd = cost.bytes_read
@@ -172,21 +182,27 @@ class _Recorder(TorchDispatchMode):
                 sparse = True
         shapes = _shapes(ins, outs)
         rnn = next((m for m in s.rnn_modules if module == m or module.startswith(m + ".")), "")
-        s.ops.append(_Raw(packet, cost, category, s.phase, module, dtype, float(cost.flops), rd, wr,
-                          kernels, modelled, cost.mm, sparse,
-                          category in ("pointwise", "reduction", "softmax", "norm", "copy", "memset")
-                          or (category == "loss"), tags, shapes, rnn))
-        idx = len(s.ops) - 1
-        # ---- storage lifetimes ---------------------------------------------------------------
+        idx = len(s.ops)
+        # ---- storage lifetimes and dataflow ids --------------------------------------------------
+        flow_out: dict[int, float] = {}
         for o in outs:
             st = o.untyped_storage()
             sid = st._cdata
-            if sid in s.live or sid in s.param_storages:
-                continue
-            nbytes = int(st.nbytes())
-            s.events.append((idx, nbytes, sid, module))
-            s.sid_module[sid] = module
-            s.live[sid] = weakref.ref(st, _free_cb(s, sid, nbytes))
+            if sid not in s.live and sid not in s.param_storages:
+                nbytes = int(st.nbytes())
+                s.events.append((idx, nbytes, sid, module))
+                s.sid_module[sid] = module
+                s.live[sid] = weakref.ref(st, _free_cb(s, sid, nbytes))
+                s.alloc_id[sid] = s.next_id
+                s.next_id += 1
+            if category != "view":
+                aid = s.alloc_id.get(sid, 0)
+                flow_out[aid] = flow_out.get(aid, 0.0) + float(o.numel() * o.element_size())
+        s.ops.append(_Raw(packet, cost, category, s.phase, module, dtype, float(cost.flops), rd, wr,
+                          kernels, modelled, cost.mm, sparse,
+                          category in ("pointwise", "reduction", "softmax", "norm", "copy", "memset")
+                          or (category == "loss"), tags, shapes, rnn, tuple(flow_in), tuple(flow_in.values()),
+                          tuple(flow_out), tuple(flow_out.values())))
 
     def _compute_dtype(self, dt: torch.dtype, category: str, has_weight: bool) -> str:
         p = self.s.precision
@@ -228,6 +244,7 @@ class _Recorder(TorchDispatchMode):
 def _free_cb(s: CaptureState, sid: int, nbytes: int) -> Callable[[Any], None]:
     def cb(_: Any) -> None:
         s.live.pop(sid, None)
+        s.alloc_id.pop(sid, None)
         s.events.append((len(s.ops) - 1, -nbytes, sid, ""))
     return cb
 
@@ -393,7 +410,7 @@ def _finalize(s: CaptureState, repeats: dict[str, int]) -> list[Op]:
         count = 1 + repeats.get(block, 0) if block else 1
         out.append(Op(r.name, r.category, r.phase, r.module, r.dtype, r.flops, r.bytes_read,
                       r.bytes_written, count, r.kernels, r.modelled, r.mm, r.sparse, r.fusible, block,
-                      r.tags, r.shapes))
+                      r.tags, r.shapes, r.ins, r.in_bytes, r.outs, r.out_bytes))
         s.index_map[i] = len(out) - 1  # type: ignore[attr-defined]
         i += 1
     return out
@@ -418,9 +435,16 @@ def _merge_rnn(group: list[_Raw], repeats: dict[str, int]) -> Op:
     count = 1 + repeats.get(block, 0) if block else 1
     dtype = mms[0].dtype if mms else first.dtype
     name = "cudnn_rnn" if first.phase == "forward" else "cudnn_rnn_backward"
+    produced = {i for g in group for i in g.outs}
+    ins: dict[int, float] = {}
+    for g in group:
+        for i, b in zip(g.ins, g.in_bytes):
+            if i not in produced:
+                ins[i] = max(ins.get(i, 0.0), b)
+    outs = {i: b for g in group for i, b in zip(g.outs, g.out_bytes)}
     return Op(name, "rnn", first.phase, module, dtype, flops, rd, wr, count, float(max(len(mms), 1)),
               all(g.modelled for g in group), mm, False, False, block, ("cudnn", f"steps={len(mms)}"),
-              f"{len(group)} aten ops merged")
+              f"{len(group)} aten ops merged", tuple(ins), tuple(ins.values()), tuple(outs), tuple(outs.values()))
 
 
 def _param_groups(prow: list[tuple[str, int, int, torch.dtype, bool]]) -> list[ParamGroup]:

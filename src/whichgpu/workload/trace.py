@@ -56,6 +56,13 @@ class Op:
     block: str = ""  # template block path when the op belongs to a repeated block
     tags: tuple[str, ...] = ()
     shapes: str = ""  # compact "in -> out" shapes, for reports
+    # Dataflow: ids of the tensors (storages) read and written, and bytes of each. Ids are
+    # allocation numbers, unique within a trace; 0 = a tensor from outside the step (parameters,
+    # inputs). Used to model kernel fusion (--compile).
+    ins: tuple[int, ...] = ()
+    in_bytes: tuple[float, ...] = ()
+    outs: tuple[int, ...] = ()
+    out_bytes: tuple[float, ...] = ()
 
     @property
     def bytes(self) -> float:
@@ -145,9 +152,6 @@ class Trace:
         }
 
     # ---- serialisation -----------------------------------------------------------------
-    _OP_FIELDS = ("name", "category", "phase", "module", "dtype", "flops", "bytes_read",
-                  "bytes_written", "count", "kernels", "modelled", "mm", "sparse", "fusible",
-                  "block", "tags", "shapes")
 
     def to_json(self) -> str:
         d = {k: v for k, v in asdict(self).items() if k not in ("ops", "mem_events")}
@@ -164,7 +168,8 @@ class Trace:
             rows.append([s(o.name), s(o.category), s(o.phase), s(o.module), s(o.dtype), o.flops,
                          o.bytes_read, o.bytes_written, o.count, o.kernels, int(o.modelled),
                          list(o.mm) if o.mm else None, int(o.sparse), int(o.fusible), s(o.block),
-                         [s(t) for t in o.tags], s(o.shapes)])
+                         [s(t) for t in o.tags], s(o.shapes), list(o.ins), list(o.in_bytes),
+                         list(o.outs), list(o.out_bytes)])
         d["ops"] = rows
         d["mem_events"] = [[e.op_index, e.delta, e.sid, s(e.role), s(e.block)] for e in self.mem_events]
         d["strings"] = list(strings)
@@ -179,7 +184,8 @@ class Trace:
         ops = [
             Op(st[r[0]], st[r[1]], st[r[2]], st[r[3]], st[r[4]], r[5], r[6], r[7], r[8], r[9],
                bool(r[10]), tuple(r[11]) if r[11] else None, bool(r[12]), bool(r[13]), st[r[14]],
-               tuple(st[t] for t in r[15]), st[r[16]])  # type: ignore[arg-type]
+               tuple(st[t] for t in r[15]), st[r[16]], tuple(r[17]), tuple(r[18]), tuple(r[19]),
+               tuple(r[20]))  # type: ignore[arg-type]
             for r in d.pop("ops")
         ]
         ev = [MemEvent(e[0], e[1], e[2], st[e[3]], st[e[4]]) for e in d.pop("mem_events")]
