@@ -96,6 +96,7 @@ SECTIONS: dict[str, dict[str, _Field]] = {
         "scaleup_gbps_per_direction": (_NUM, False, "pos"),
         "pcie_gen": ((int,), False, "pos"),
         "pcie_lanes": ((int,), False, "pos"),
+        "scaleup_domain_gpus": ((int,), False, "pos"),
     },
     "price": {
         "launch_msrp_usd": (_NUM, False, "pos"),
@@ -270,6 +271,7 @@ def _spec_from_raw(path: str, raw: dict[str, Any], overridden_by: tuple[str, ...
         scaleup_gbps_per_direction=opt(ic, "scaleup_gbps_per_direction"),
         pcie_gen=ic.get("pcie_gen"),
         pcie_lanes=ic.get("pcie_lanes"),
+        scaleup_domain_gpus=ic.get("scaleup_domain_gpus"),
         price=Price(
             launch_msrp_usd=opt(pr, "launch_msrp_usd"),
             launch_source=pr.get("launch_source", ""),

@@ -95,6 +95,7 @@ class GpuSpec:
     scaleup_gbps_per_direction: float | None = None
     pcie_gen: int | None = None
     pcie_lanes: int | None = None
+    scaleup_domain_gpus: int | None = None  # GPUs sharing the scale-up link in the usual system
     price: Price = field(default_factory=Price)
     measured: tuple[MeasuredCeiling, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
@@ -169,6 +170,7 @@ class GpuSpec:
             "scaleup_gbps_per_direction": self.scaleup_gbps_per_direction,
             "pcie_gen": self.pcie_gen,
             "pcie_lanes": self.pcie_lanes,
+            "scaleup_domain_gpus": self.scaleup_domain_gpus,
             "price": {
                 "launch_msrp_usd": self.price.launch_msrp_usd,
                 "launch_source": self.price.launch_source,
