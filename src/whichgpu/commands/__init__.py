@@ -6,8 +6,9 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from whichgpu.commands import analyze, gpus, models
+    from whichgpu.commands import analyze, gpus, models, validate
 
     app.add_typer(gpus.app, name="gpus")
     models.register(app)
     analyze.register(app)
+    validate.register(app)

@@ -2,7 +2,7 @@
 
 The engine stacks three things around one training (or inference) step:
 * `PolicyMode` (TorchFunctionMode): the precision policy and fused-attention routing;
-* `ModuleTracker`: which module (forward and backward) each op belongs to;
+* `Tracker`: which module (forward and backward) each op belongs to;
 * `_Recorder` (TorchDispatchMode): one `Op` per aten call, plus storage alloc/free events.
 
 Nothing is computed: tensors live on ``meta``. The optimizer step is synthesised (`optim.py`).
@@ -10,6 +10,7 @@ Nothing is computed: tensors live on ``meta``. The optimizer step is synthesised
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import weakref
@@ -21,7 +22,6 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
-from torch.utils.module_tracker import ModuleTracker
 
 import whichgpu.workload.ops  # noqa: F401  (registers whichgpu::attention and its cost)
 from whichgpu.errors import CaptureError
@@ -29,6 +29,7 @@ from whichgpu.workload.autocast import PolicyMode
 from whichgpu.workload.costs import REGISTRY, Cost, fallback_category
 from whichgpu.workload.optim import OptimizerSpec, ParamGroup, optimizer_ops
 from whichgpu.workload.precision import SHORT, Precision
+from whichgpu.workload.tracker import Tracker
 from whichgpu.workload.trace import MemEvent, Op, Trace
 from whichgpu.workload.zoo.base import Built
 
@@ -91,17 +92,13 @@ class CaptureState:
 
 
 class _Recorder(TorchDispatchMode):
-    def __init__(self, state: CaptureState, tracker: ModuleTracker) -> None:
+    def __init__(self, state: CaptureState, tracker: Tracker) -> None:
         super().__init__()
         self.s = state
         self.tracker = tracker
 
     def _module(self) -> str:
-        parents = [p for p in self.tracker.parents if p != "Global"]
-        if not parents:
-            return ""
-        deepest = max(parents, key=lambda p: p.count("."))
-        return deepest.split(".", 1)[1] if "." in deepest else ""
+        return self.tracker.current(self.s.phase == "backward")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
@@ -327,11 +324,15 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
                                "`with torch.device('meta'):` so no weights are allocated")
 
     policy = PolicyMode(precision)
-    tracker = ModuleTracker()
+    tracker = Tracker(model)
     recorder = _Recorder(state, tracker)
     grad_sids: set[int] = set()
+    # nn.LSTM refuses low-precision inputs with FP32 weights unless autocast is on; turning on
+    # CPU autocast flips that check (meta tensors have no autocast kernels, so nothing else moves).
+    ac = (torch.autocast("cpu", dtype=getattr(torch, precision.autocast)) if precision.autocast
+          else contextlib.nullcontext())
     try:
-        with tracker, policy, recorder:
+        with tracker, policy, recorder, ac:
             if task == "train":
                 with torch.enable_grad():
                     out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)

@@ -70,6 +70,9 @@ class ZooEntry:
     # Per-precision default batch where the reference scripts use different batches
     # (e.g. (("amp", 256), ("tf32", 256), ("fp32", 112))); used when a batch is not given.
     batch_by_precision: tuple[tuple[str, int], ...] = ()
+    # Reference training setup with gradient accumulation: (seq_len or image size, samples per GPU
+    # per optimizer step). The number of micro-batches per step is that divided by the batch.
+    accumulated_batch: tuple[tuple[int, int], ...] = ()
     validation_names: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     causal_lm: bool = False
@@ -85,6 +88,14 @@ class ZooEntry:
             if key in table:
                 return table[key]
         return self.default_batch_size
+
+    def grad_accum(self, batch: int, size: int | None) -> int:
+        """Micro-batches per optimizer step in the reference training setup (1 if none)."""
+        table = dict(self.accumulated_batch)
+        total = table.get(size or 0) if size in table else None
+        if not total or batch <= 0:
+            return 1
+        return max(1, total // batch)
 
     def load_builder(self) -> Callable[[BuildRequest], Built]:
         """The builder; for config-based entries, bound to the packaged config name."""

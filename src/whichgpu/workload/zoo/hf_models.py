@@ -50,10 +50,10 @@ def _truncate(conf: Any, req: BuildRequest) -> int:
     return full
 
 
-def _repeated(model: nn.Module, full_layers: int) -> tuple[dict[str, int], int]:
-    """(repeats, full parameter count) for a model built with two of `full_layers` layers."""
+def _repeated(model: nn.Module, full_layers: int, built_layers: int) -> tuple[dict[str, int], int]:
+    """(repeats, full parameter count) for a model built with `built_layers` of `full_layers` layers."""
     params = sum(p.numel() for p in model.parameters())
-    if full_layers <= 2:
+    if built_layers >= full_layers:
         return {}, params
     from whichgpu.workload.hf import layer_list
 
@@ -72,7 +72,7 @@ def build_bert_squad(req: BuildRequest, config: str) -> Built:
     full_layers = _truncate(conf, req)
     with torch.device("meta"):
         model = tf.BertForQuestionAnswering(conf)
-    repeats, full = _repeated(model, full_layers)
+    repeats, full = _repeated(model, full_layers, conf.num_hidden_layers)
     b, s = req.batch_size, req.seq_len or 0
     inputs = {"input_ids": torch.zeros(b, s, dtype=torch.long, device="meta"),
               "token_type_ids": torch.zeros(b, s, dtype=torch.long, device="meta")}
@@ -117,7 +117,7 @@ def build_bert_pretraining(req: BuildRequest, config: str) -> Built:
     masked = b * per_seq
     with torch.device("meta"):
         model = _BertPretrain(conf, masked)
-    repeats, full = _repeated(model, full_layers)
+    repeats, full = _repeated(model, full_layers, conf.num_hidden_layers)
     inputs = {"input_ids": torch.zeros(b, s, dtype=torch.long, device="meta"),
               "token_type_ids": torch.zeros(b, s, dtype=torch.long, device="meta"),
               "masked_index": torch.zeros(masked, dtype=torch.long, device="meta")}
@@ -145,7 +145,7 @@ def build_vit(req: BuildRequest, config: str) -> Built:
     full_layers = _truncate(conf, req)
     with torch.device("meta"):
         model = tf.ViTForImageClassification(conf)
-    repeats, full = _repeated(model, full_layers)
+    repeats, full = _repeated(model, full_layers, conf.num_hidden_layers)
     b = req.batch_size
     inputs = {"pixel_values": torch.empty(b, 3, img, img, device="meta")}
     labels = torch.zeros(b, dtype=torch.long, device="meta")

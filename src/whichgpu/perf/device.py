@@ -1,0 +1,97 @@
+"""What a GPU offers a kernel: peak rate per compute dtype (with fallbacks), achievable ceilings,
+bandwidth, L2, SM count. Derived from a catalog GpuSpec and the fitted parameters."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.perf.params import PerfParams
+
+TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
+# What a kernel falls back to when the card has no path (or no known peak) for a dtype.
+FALLBACK: dict[str, tuple[str, ...]] = {
+    "tf32": ("fp32",),
+    "bf16": ("fp32",),  # BF16 data cannot use FP16 tensor cores
+    "fp16": ("fp32",),
+    "fp8": ("bf16", "fp16", "fp32"),
+    "int8": ("fp16", "fp32"),
+    "int4": ("int8", "fp16", "fp32"),
+    "fp4": ("fp8", "bf16", "fp16", "fp32"),
+    "fp32": (),
+}
+DEFAULT_SMS = 100  # for accelerators without a published SM/CU count (TPUs)
+
+# Throughput-vs-power-limit: Tim Dettmers measured ~7% lower training throughput on an
+# RTX 2080 Ti at 200 W instead of its 250 W limit (80% power). Modelled as
+# perf ~ (P / TDP) ** a, a = ln(0.93) / ln(0.80) = 0.325, applied to compute rates only.
+POWER_EXPONENT = math.log(0.93) / math.log(0.80)
+
+
+@dataclass(frozen=True)
+class Rate:
+    flops: float  # FLOP/s, dense peak of the path used
+    dtype: str  # the dtype whose path is used
+    ceiling: float  # achievable fraction for a large GEMM on this path
+    ceiling_source: str
+    note: str = ""
+
+
+@dataclass
+class Device:
+    spec: GpuSpec
+    params: PerfParams
+    use_measured: bool = True
+    power_limit_w: float | None = None
+    _rates: dict[str, Rate] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        s = self.spec
+        self.bw = s.memory_bandwidth_gbps * 1e9
+        self.l2 = (s.l2_cache_mb or 0.0) * 1e6
+        self.sms = s.sm_count or DEFAULT_SMS
+        self.power_scale = 1.0
+        if self.power_limit_w is not None and s.tdp_w:
+            self.power_scale = min(1.0, (self.power_limit_w / s.tdp_w) ** POWER_EXPONENT)
+        self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.power_scale
+
+    def rate(self, dtype: str) -> Rate:
+        r = self._rates.get(dtype)
+        if r is None:
+            r = self._resolve(dtype)
+            self._rates[dtype] = r
+        return r
+
+    def _resolve(self, dtype: str) -> Rate:
+        s, p = self.spec, self.params
+        chain = (dtype, *FALLBACK.get(dtype, ("fp32",)))
+        for i, dt in enumerate(chain):
+            peak = s.peak(dt)
+            if peak is None:
+                continue
+            if dt != "fp32" and s.tensor_core_dtypes and dt not in s.tensor_core_dtypes and dt in TENSOR_DTYPES:
+                continue
+            note = ""
+            if i > 0:
+                why = "no hardware path" if s.supports(dtype) is False else "peak unknown"
+                note = f"{dtype} matmuls run at the {dt} rate on {s.name} ({why} for {dtype})"
+            ceiling, src = self._ceiling(dt)
+            return Rate(peak * 1e12 * self.power_scale, dt, ceiling, src, note)
+        peak = s.peak("fp32") or 1.0
+        return Rate(peak * 1e12 * self.power_scale, "fp32", p.fp32_ceiling, "fitted fp32_ceiling",
+                    f"no known peak for {dtype} on {s.name}; FP32 rate used")
+
+    def _ceiling(self, dt: str) -> tuple[float, str]:
+        s, p = self.spec, self.params
+        if dt == "fp32":
+            return p.fp32_ceiling, "fitted fp32_ceiling"
+        if self.use_measured:
+            # A measured ceiling of the same tensor path (fp16/bf16/tf32 share it; fp8 its own).
+            order = (dt,) if dt in ("fp8", "int8", "fp4") else (dt, "bf16", "fp16")
+            for d in order:
+                m = s.measured_tflops(d)
+                peak = s.peak(d)
+                if m is not None and peak:
+                    return min(1.0, m.matmul_tflops / peak), f"measured {d} matmul {m.matmul_tflops:g} TFLOP/s ({m.source})"
+        return p.mm_ceiling, "fitted mm_ceiling (no measured ceiling for this GPU)"

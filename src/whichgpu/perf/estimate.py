@@ -1,0 +1,222 @@
+"""Step time of a traced workload on one GPU type, with where the time goes.
+
+    per op:   t = max(FLOPs / (peak(dtype) * eff_shape), bytes / (BW * eff_size)) + kernels * latency
+    GPU:      T_gpu = sum of op times + exposed communication
+    CPU:      T_cpu = eager dispatch cost of every op (CUDA graphs remove it under --compile)
+    step:     T = max(T_gpu, T_cpu) + fixed per-step cost
+
+The four-way split (compute / memory / overhead / communication) sums to the step time:
+compute- and memory-bound kernel time, overhead = kernel latencies + CPU time the GPU waits for
++ fixed per-step cost, communication = gradient all-reduce not hidden behind backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.perf.comm import allreduce
+from whichgpu.perf.device import Device
+from whichgpu.perf.fusion import fuse
+from whichgpu.perf.kernels import matmul_time, memory_time, vector_time
+from whichgpu.perf.params import PerfParams, load_params, load_params_with_meta
+from whichgpu.perf.plan import Plan
+from whichgpu.workload.precision import POLICIES
+from whichgpu.workload.trace import Op, Trace
+
+GEMM_CATEGORIES = ("matmul", "conv", "attention", "rnn")
+GRAPH_LATENCY_FACTOR = 0.5  # kernels replayed from a CUDA graph skip the launch path
+GRAPH_REPLAY_S = 20e-6  # one cudaGraphLaunch per step
+
+
+@dataclass
+class OpEstimate:
+    name: str
+    category: str
+    phase: str
+    module: str
+    count: int
+    seconds: float  # total over `count` occurrences
+    compute_s: float
+    memory_s: float
+    latency_s: float
+    bound: str  # "compute" | "memory" | "latency"
+    flops: float  # total
+    bytes: float  # total
+    dtype: str  # the hardware path used
+    efficiency: float  # GEMM efficiency vs the path's dense peak (0 for non-GEMM)
+    shapes: str = ""
+
+
+@dataclass
+class StepEstimate:
+    gpu_id: str
+    gpu_name: str
+    gpus: int
+    step_s: float
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    comm_s: float
+    gpu_busy_s: float
+    cpu_s: float
+    comm_total_s: float
+    samples_per_s: float  # all GPUs
+    tokens_per_s: float  # all GPUs (0 when the workload has no tokens)
+    mfu: float
+    mfu_peak_dtype: str
+    model_tflops_per_gpu: float
+    bound: str
+    by_category: dict[str, dict[str, float]]
+    top_ops: list[OpEstimate]
+    assumptions: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def split(self) -> dict[str, float]:
+        return {"compute": self.compute_s, "memory": self.memory_s, "overhead": self.overhead_s,
+                "communication": self.comm_s}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["split"] = self.split
+        return d
+
+
+def _compact(ops: list[Op]) -> list[tuple[Op, int]]:
+    """Identical ops (same cost-relevant fields) merged with a multiplicity, for speed."""
+    agg: dict[tuple[Any, ...], list[Any]] = {}
+    for o in ops:
+        key = (o.category, o.dtype, o.flops, o.bytes_read, o.bytes_written, o.mm, o.kernels, o.sparse,
+               o.phase, o.name)
+        e = agg.get(key)
+        if e is None:
+            agg[key] = [o, o.count]
+        else:
+            e[1] += o.count
+    return [(o, n) for o, n in agg.values()]
+
+
+def op_cost(o: Op, dev: Device, overlap: str, latency_s: float) -> tuple[float, float, float, float, str, str, float]:
+    """(seconds, compute_s, memory_s, latency_s, bound, dtype used, efficiency) for one occurrence."""
+    p = dev.params
+    if o.category == "view":
+        return 0.0, 0.0, 0.0, 0.0, "latency", o.dtype, 0.0
+    eff = 0.0
+    used = o.dtype
+    if o.category in GEMM_CATEGORIES and o.flops > 0:
+        mm = o.mm
+        if o.category == "conv" and mm is not None and (mm[2] < 8 or mm[3] < 16):
+            # grouped/depthwise convolutions with a few channels per group: direct kernels on
+            # the CUDA cores, not tensor-core GEMMs
+            tc = vector_time(o.flops, dev)
+        else:
+            factor = {"conv": p.conv_factor, "attention": p.attention_factor}.get(o.category, 1.0)
+            tc, eff, used = matmul_time(o.flops, mm, o.dtype, dev, factor, o.sparse, o.category == "rnn")
+    else:
+        tc = vector_time(o.flops, dev)
+    tm = memory_time(o.bytes_read + o.bytes_written, dev)
+    lat = o.kernels * latency_s
+    if overlap == "sum":
+        body = tc + tm
+    else:
+        body = max(tc, tm)
+    bound = "compute" if tc >= tm else "memory"
+    if lat > body:
+        bound = "latency"
+    return body + lat, tc, tm, lat, bound, used, eff
+
+
+def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
+             top: int = 10) -> StepEstimate:
+    """Predict one step of `trace` on `spec` under `plan`."""
+    plan = plan or Plan()
+    plan.validate()
+    params = params or load_params()
+    dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
+    ops = fuse(trace.ops) if plan.compile else trace.ops
+    latency_s = params.kernel_latency_us * 1e-6 * (GRAPH_LATENCY_FACTOR if plan.compile else 1.0)
+
+    compute_s = memory_s = latency_total = backward_gpu = 0.0
+    cpu_s = 0.0
+    by_cat: dict[str, dict[str, float]] = {}
+    per_op: list[OpEstimate] = []
+    notes: set[str] = set()
+    accum = plan.grad_accum
+    for o, n0 in _compact(ops):
+        n: float = n0 / accum if o.phase == "optimizer" else n0
+        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s)
+        if o.category in GEMM_CATEGORIES:
+            note = dev.rate(o.dtype).note
+            if note:
+                notes.add(note)
+        body = (t - lat) * n
+        if bound == "compute" or (bound == "latency" and tc >= tm):
+            compute_s += body
+        else:
+            memory_s += body
+        latency_total += lat * n
+        if o.phase == "backward":
+            backward_gpu += t * n
+        if not plan.compile:
+            cpu_s += n * (params.cpu_op_us if o.kernels > 0 else params.cpu_view_us) * 1e-6
+        c = by_cat.setdefault(o.category, {"seconds": 0.0, "flops": 0.0, "bytes": 0.0, "kernels": 0.0})
+        c["seconds"] += t * n
+        c["flops"] += o.flops * n
+        c["bytes"] += (o.bytes_read + o.bytes_written) * n
+        c["kernels"] += o.kernels * n
+        if o.category != "view":
+            per_op.append(OpEstimate(o.name, o.category, o.phase, o.module, int(n0), t * n, tc * n, tm * n, lat * n,
+                                     bound, o.flops * n, (o.bytes_read + o.bytes_written) * n, used, eff, o.shapes))
+    if plan.compile:
+        cpu_s = GRAPH_REPLAY_S
+
+    # ---- data-parallel gradient all-reduce -----------------------------------------------------
+    comm_total = comm_exposed = 0.0
+    comm_link = ""
+    if trace.task == "train" and plan.gpus > 1:
+        pol = POLICIES.get(trace.precision)
+        grad_bytes = 2.0 if pol is not None and pol.param_dtype in ("float16", "bfloat16") else 4.0
+        ce = allreduce(trace.trainable_params * grad_bytes, spec, plan, params, backward_gpu)
+        # With accumulation the all-reduce runs once per optimizer step (DDP no_sync on the others).
+        comm_total, comm_exposed = ce.total_s / accum, ce.exposed_s / accum
+        comm_link = f"{ce.link}, {ce.bus_gbps:.0f} GB/s bus"
+
+    gpu_busy = compute_s + memory_s + latency_total
+    gpu_total = gpu_busy + comm_exposed
+    fixed = (params.train_step_ms if trace.task == "train" else params.infer_step_ms) * 1e-3
+    step = max(gpu_total, cpu_s) + fixed
+    overhead = latency_total + max(0.0, cpu_s - gpu_total) + fixed
+
+    split = {"compute": compute_s, "memory": memory_s, "overhead": overhead, "communication": comm_exposed}
+    bound = max(split, key=lambda k: split[k])
+    samples = trace.samples * plan.gpus / step
+    tokens = trace.tokens * plan.gpus / step if trace.tokens else 0.0
+    pol = POLICIES.get(trace.precision)
+    peak_rate = dev.rate(pol.matmul_dtype if pol else "fp32")
+    model_flops = trace.total_flops("forward") + trace.total_flops("backward")
+    mfu = model_flops / step / peak_rate.flops
+    per_op.sort(key=lambda e: -e.seconds)
+    _, fit_meta = load_params_with_meta()
+    assumptions = {
+        "precision": trace.precision,
+        "mfu_peak": f"{peak_rate.dtype} dense {peak_rate.flops / 1e12:g} TFLOP/s",
+        "matmul_ceiling": f"{peak_rate.ceiling:.3f} ({peak_rate.ceiling_source})",
+        "compile": "torch.compile: elementwise chains fused, CUDA graphs" if plan.compile else "eager (no fusion beyond the traced kernels)",
+        "overlap": f"per-kernel compute/memory overlap: {plan.overlap}",
+        "data_parallel": (f"DDP over {plan.gpus} GPUs ({plan.nodes} node(s)), ring all-reduce over {comm_link}, "
+                          f"{'overlapped with backward' if plan.ddp_overlap else 'not overlapped'}")
+        if plan.gpus > 1 else "single GPU",
+        "efficiency_source": f"params.toml ({fit_meta.get('source', '')})",
+        "memory_bandwidth": f"{spec.memory_bandwidth_gbps:g} GB/s x {params.mem_ceiling:.2f} ceiling",
+        "power_limit": f"{plan.power_limit_w:g} W (compute x{dev.power_scale:.3f})" if plan.power_limit_w else "stock",
+        "gradient_accumulation": f"{accum} micro-batches per optimizer step" if accum > 1 else "none",
+    }
+    return StepEstimate(
+        gpu_id=spec.id, gpu_name=spec.name, gpus=plan.gpus, step_s=step, compute_s=compute_s, memory_s=memory_s,
+        overhead_s=overhead, comm_s=comm_exposed, gpu_busy_s=gpu_busy, cpu_s=cpu_s, comm_total_s=comm_total,
+        samples_per_s=samples, tokens_per_s=tokens, mfu=mfu, mfu_peak_dtype=peak_rate.dtype,
+        model_tflops_per_gpu=model_flops / step / 1e12, bound=bound, by_category=by_cat, top_ops=per_op[:top],
+        assumptions=assumptions, notes=sorted(notes),
+    )

@@ -1,0 +1,59 @@
+"""The performance model's fitted parameters (see params.toml)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PARAMS_FILE = Path(__file__).with_name("params.toml")
+
+
+@dataclass(frozen=True)
+class PerfParams:
+    mm_ceiling: float = 0.80
+    fp32_ceiling: float = 0.80
+    conv_factor: float = 0.80
+    attention_factor: float = 0.60
+    k_half: float = 48.0
+    mem_ceiling: float = 0.85
+    mem_half_bytes: float = 1.5e6
+    l2_speedup: float = 2.5
+    kernel_latency_us: float = 3.0
+    cpu_op_us: float = 12.0
+    cpu_view_us: float = 2.0
+    train_step_ms: float = 2.0
+    infer_step_ms: float = 2.0
+    ddp_overlap: float = 0.8
+    nccl_efficiency: float = 0.80
+    sparse_speedup: float = 1.5
+
+    def with_values(self, **kw: float) -> PerfParams:
+        return replace(self, **kw)
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_CACHE: dict[str, tuple[PerfParams, dict[str, Any]]] = {}
+
+
+def load_params(path: Path | None = None) -> PerfParams:
+    return load_params_with_meta(path)[0]
+
+
+def load_params_with_meta(path: Path | None = None) -> tuple[PerfParams, dict[str, Any]]:
+    p = path or PARAMS_FILE
+    key = str(p)
+    if key not in _CACHE:
+        with open(p, "rb") as fh:
+            raw = tomllib.load(fh)
+        vals = {k: float(v) for k, v in raw.get("params", {}).items() if k in {f.name for f in fields(PerfParams)}}
+        _CACHE[key] = (PerfParams(**vals), dict(raw.get("fit", {})))
+    return _CACHE[key]
