@@ -6,9 +6,10 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from whichgpu.commands import analyze, gpus, models, validate
+    from whichgpu.commands import analyze, estimate, gpus, models, validate
 
     app.add_typer(gpus.app, name="gpus")
     models.register(app)
     analyze.register(app)
+    estimate.register(app)
     validate.register(app)

@@ -12,6 +12,9 @@ Mapping choices (documented, generic):
   for Volta-era systems, 200 Gb/s HDR for later ones (the DGX generations' fabrics).
 * gradient accumulation where the reference training setup uses it (the zoo entry's
   accumulated batch, e.g. BERT pretraining), so the optimizer step and all-reduce are amortised.
+* memory format and NCCL peer-to-peer as the reference harness ran them: NVIDIA's ConvNets use
+  channels-last with AMP (the zoo entry's channels_last_precisions); Lambda's scripts pass no
+  memory format (NCHW) and set NCCL_P2P_DISABLE=1.
 * "TensorFlow1 (+XLA)" rows are modelled with fusion (compile); other TensorFlow rows as eager.
 """
 
@@ -107,6 +110,9 @@ def row_job(row: dict[str, str], catalog: Catalog) -> Job:
     task = row["task"].strip().lower()
     if task not in ("train", "infer"):
         raise InputError(f"task must be train or infer, got {row['task']!r}")
+    if task == "infer" and entry.infer_benchmark:
+        raise WhichGPUError(f"{entry.title} inference is measured as {entry.infer_benchmark}; the zoo traces "
+                            "one forward pass, so autoregressive generation is not modelled")
     gpu = catalog.get(row["gpu"])
     prec = map_precision(row["precision"], task)
     n = int(row["gpu_count"] or 1)
@@ -124,9 +130,17 @@ def row_job(row: dict[str, str], catalog: Catalog) -> Job:
     per_node = max(8, gpu.scaleup_domain_gpus or 8)
     network = "ib-edr-100" if gpu.architecture == "volta" else "ib-hdr-200"
     compile_ = "xla" in row.get("framework", "").lower()
-    spec = WorkloadSpec(model=entry.id, task=task, batch_size=b, seq_len=seq, image_size=img, precision=prec)
+    # Lambda's harness (lambdal/deeplearning-benchmark pytorch/scripts/benchmark_pytorch.sh and
+    # config_v1/*.sh) runs NVIDIA's scripts without --memory-format and with NCCL_P2P_DISABLE=1.
+    lambda_harness = "lambdal" in row.get("source_repo", "").lower()
+    options: tuple[tuple[str, object], ...] = ()
+    if entry.input_kind == "image" and prec in entry.channels_last_precisions and not lambda_harness:
+        options = (("memory_format", "channels_last"),)
+    spec = WorkloadSpec(model=entry.id, task=task, batch_size=b, seq_len=seq, image_size=img, precision=prec,
+                        options=options)
     accum = entry.grad_accum(b or entry.default_batch(prec), size) if task == "train" else 1
-    plan = Plan(gpus=n, gpus_per_node=per_node, network=network, compile=compile_, grad_accum=accum)
+    plan = Plan(gpus=n, gpus_per_node=per_node, network=network, compile=compile_, grad_accum=accum,
+                p2p=not lambda_harness)
     return Job(spec, gpu, plan, unit, measured)
 
 

@@ -36,7 +36,13 @@ def bus_bandwidth(spec: GpuSpec, plan: Plan, params: PerfParams) -> tuple[float,
     per_node = min(n, plan.gpus_per_node)
     pcie_form = "pcie" in spec.form_factor.lower()
     domain = spec.scaleup_domain_gpus or (1 if pcie_form else 8)
-    if spec.scaleup_gbps_per_direction and 1 < per_node <= domain:
+    if not plan.p2p and per_node > 1:
+        # NCCL_P2P_DISABLE=1: every hop is staged through host memory over PCIe (two PCIe
+        # crossings per hop), and NVLink is not used.
+        gen = spec.pcie_gen or 4
+        intra = PCIE_GBPS.get(gen, 31.5) * (spec.pcie_lanes or 16) / 16 * params.nccl_efficiency * 0.5
+        link = f"host-staged PCIe {gen}.0 (NCCL P2P disabled)"
+    elif spec.scaleup_gbps_per_direction and 1 < per_node <= domain:
         intra = spec.scaleup_gbps_per_direction * params.nccl_efficiency
         link = spec.scaleup_link or "scale-up link"
     else:

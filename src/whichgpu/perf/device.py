@@ -77,6 +77,9 @@ class Device:
                 why = "no hardware path" if s.supports(dtype) is False else "peak unknown"
                 note = f"{dtype} matmuls run at the {dt} rate on {s.name} ({why} for {dtype})"
             ceiling, src = self._ceiling(dt)
+            if dt == "tf32":
+                ceiling *= p.tf32_factor
+                src += f" x tf32_factor {p.tf32_factor:.2f}"
             return Rate(peak * 1e12 * self.power_scale, dt, ceiling, src, note)
         peak = s.peak("fp32") or 1.0
         return Rate(peak * 1e12 * self.power_scale, "fp32", p.fp32_ceiling, "fitted fp32_ceiling",

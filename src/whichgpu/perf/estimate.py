@@ -28,6 +28,7 @@ from whichgpu.workload.trace import Op, Trace
 GEMM_CATEGORIES = ("matmul", "conv", "attention", "rnn")
 GRAPH_LATENCY_FACTOR = 0.5  # kernels replayed from a CUDA graph skip the launch path
 GRAPH_REPLAY_S = 20e-6  # one cudaGraphLaunch per step
+SYNC_S = 20e-6  # a device-to-host synchronisation round trip
 
 
 @dataclass
@@ -84,18 +85,50 @@ class StepEstimate:
         return d
 
 
-def _compact(ops: list[Op]) -> list[tuple[Op, int]]:
-    """Identical ops (same cost-relevant fields) merged with a multiplicity, for speed."""
+def _key(o: Op) -> tuple[Any, ...]:
+    return (o.category, o.dtype, o.flops, o.bytes_read, o.bytes_written, o.mm, o.kernels, o.sparse,
+            o.phase, o.name)
+
+
+_COMPACT: dict[tuple[int, bool], tuple[list[Op], list[tuple[Op, int]], bool]] = {}
+
+
+def _prepared(trace: Trace, compile: bool) -> tuple[list[Op], list[tuple[Op, int]], bool]:
+    """(ops as launched, identical ops merged with a multiplicity, has host syncs); cached per trace."""
+    key = (id(trace), compile)
+    hit = _COMPACT.get(key)
+    if hit is not None and hit[0] is (trace.ops if not compile else hit[0]):
+        return hit
+    ops = fuse(trace.ops) if compile else trace.ops
     agg: dict[tuple[Any, ...], list[Any]] = {}
     for o in ops:
-        key = (o.category, o.dtype, o.flops, o.bytes_read, o.bytes_written, o.mm, o.kernels, o.sparse,
-               o.phase, o.name)
-        e = agg.get(key)
+        k = _key(o)
+        e = agg.get(k)
         if e is None:
-            agg[key] = [o, o.count]
+            agg[k] = [o, o.count]
         else:
             e[1] += o.count
-    return [(o, n) for o, n in agg.values()]
+    syncs = any("host-sync" in o.tags for o in ops)
+    res = (ops, [(o, n) for o, n in agg.values()], syncs)
+    if len(_COMPACT) > 256:
+        _COMPACT.clear()
+    _COMPACT[key] = res
+    return res
+
+
+def _synced_time(ops: list[Op], costs: dict[tuple[Any, ...], float], cpu_op_s: float, cpu_view_s: float,
+                 accum: int) -> float:
+    """Step time when the program waits for the GPU (host syncs): each segment between syncs
+    takes the longer of its CPU issue time and its GPU time, and they add up."""
+    total = gpu = cpu = 0.0
+    for o in ops:
+        n = o.count / accum if o.phase == "optimizer" else o.count
+        gpu += costs[_key(o)] * n
+        cpu += (cpu_op_s if o.kernels > 0 else cpu_view_s) * n
+        if "host-sync" in o.tags:
+            total += max(gpu, cpu) + SYNC_S
+            gpu = cpu = 0.0
+    return total + max(gpu, cpu)
 
 
 def op_cost(o: Op, dev: Device, overlap: str, latency_s: float) -> tuple[float, float, float, float, str, str, float]:
@@ -109,8 +142,12 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float) -> tuple[float, 
         mm = o.mm
         if o.category == "conv" and mm is not None and (mm[2] < 8 or mm[3] < 16):
             # grouped/depthwise convolutions with a few channels per group: direct kernels on
-            # the CUDA cores, not tensor-core GEMMs
+            # the CUDA cores, not tensor-core GEMMs, reaching a fraction of the memory roofline
             tc = vector_time(o.flops, dev)
+            tm = memory_time(o.bytes_read + o.bytes_written, dev) / p.direct_conv_factor
+            lat = o.kernels * latency_s
+            body = tc + tm if overlap == "sum" else max(tc, tm)
+            return body + lat, tc, tm, lat, ("compute" if tc >= tm else "memory"), o.dtype, 0.0
         else:
             factor = {"conv": p.conv_factor, "attention": p.attention_factor}.get(o.category, 1.0)
             tc, eff, used = matmul_time(o.flops, mm, o.dtype, dev, factor, o.sparse, o.category == "rnn")
@@ -118,6 +155,13 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float) -> tuple[float, 
         tc = vector_time(o.flops, dev)
     tm = memory_time(o.bytes_read + o.bytes_written, dev)
     lat = o.kernels * latency_s
+    if o.category == "conv" and "nchw" in o.tags and used != "fp32":
+        # Tensor-core convolutions run in NHWC: with NCHW activations cuDNN transposes the
+        # input and output (and their gradients) around the kernel: a read and a write of each,
+        # in extra kernels that do not overlap with the convolution.
+        tr = memory_time(2.0 * (o.bytes_read + o.bytes_written), dev)
+        lat += 2 * latency_s
+        return max(tc, tm) + tr + lat, tc, tm + tr, lat, ("compute" if tc >= tm + tr else "memory"), used, eff
     if overlap == "sum":
         body = tc + tm
     else:
@@ -135,7 +179,7 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     plan.validate()
     params = params or load_params()
     dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
-    ops = fuse(trace.ops) if plan.compile else trace.ops
+    ops, compact, syncs = _prepared(trace, plan.compile)
     latency_s = params.kernel_latency_us * 1e-6 * (GRAPH_LATENCY_FACTOR if plan.compile else 1.0)
 
     compute_s = memory_s = latency_total = backward_gpu = 0.0
@@ -144,9 +188,11 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     per_op: list[OpEstimate] = []
     notes: set[str] = set()
     accum = plan.grad_accum
-    for o, n0 in _compact(ops):
+    costs: dict[tuple[Any, ...], float] = {}
+    for o, n0 in compact:
         n: float = n0 / accum if o.phase == "optimizer" else n0
         t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s)
+        costs[_key(o)] = t
         if o.category in GEMM_CATEGORIES:
             note = dev.rate(o.dtype).note
             if note:
@@ -186,8 +232,13 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     gpu_busy = compute_s + memory_s + latency_total
     gpu_total = gpu_busy + comm_exposed
     fixed = (params.train_step_ms if trace.task == "train" else params.infer_step_ms) * 1e-3
-    step = max(gpu_total, cpu_s) + fixed
-    overhead = latency_total + max(0.0, cpu_s - gpu_total) + fixed
+    overlapped = max(gpu_total, cpu_s)
+    if syncs and not plan.compile:
+        overlapped = max(overlapped, _synced_time(ops, costs, params.cpu_op_us * 1e-6,
+                                                  params.cpu_view_us * 1e-6, accum) + comm_exposed)
+        notes.add("host synchronisations in the step (e.g. NMS): CPU and GPU work do not fully overlap")
+    step = overlapped + fixed
+    overhead = latency_total + (overlapped - gpu_total) + fixed
 
     split = {"compute": compute_s, "memory": memory_s, "overhead": overhead, "communication": comm_exposed}
     bound = max(split, key=lambda k: split[k])

@@ -19,7 +19,9 @@ PARAMS_FILE = Path(__file__).with_name("params.toml")
 class PerfParams:
     mm_ceiling: float = 0.80
     fp32_ceiling: float = 0.80
+    tf32_factor: float = 0.80
     conv_factor: float = 0.80
+    direct_conv_factor: float = 0.30
     attention_factor: float = 0.60
     k_half: float = 48.0
     mem_ceiling: float = 0.85

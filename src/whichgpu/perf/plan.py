@@ -29,7 +29,8 @@ class Plan:
     ddp_overlap: overlap gradient all-reduce with backward; use_measured: use measured matmul
     ceilings from the catalog where present; grad_accum: micro-batches per optimizer step (the
     optimizer step and the gradient all-reduce happen once per grad_accum micro-batches; times
-    are reported per micro-batch).
+    are reported per micro-batch); p2p: NCCL peer-to-peer between GPUs (NCCL_P2P_DISABLE=1
+    stages every transfer through host memory).
     """
 
     gpus: int = 1
@@ -42,6 +43,7 @@ class Plan:
     bucket_mb: float = 25.0
     power_limit_w: float | None = None
     grad_accum: int = 1
+    p2p: bool = True
 
     def validate(self) -> None:
         if self.gpus < 1:

@@ -70,6 +70,24 @@ def get_trace(spec: WorkloadSpec, use_cache: bool = True) -> Trace:
     return trace
 
 
+def _channels_last(built: Any) -> None:
+    """NHWC activations (torch.channels_last), as `--memory-format nhwc` in NVIDIA's ConvNets."""
+    import torch
+
+    built.model = built.model.to(memory_format=torch.channels_last)
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
+            return x.contiguous(memory_format=torch.channels_last)
+        if isinstance(x, dict):
+            return {k: conv(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(conv(v) for v in x)
+        return x
+
+    built.inputs = conv(built.inputs)
+
+
 def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
     try:
         import torch  # noqa: F401
@@ -110,10 +128,16 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
 
         built = build_factory(src.ref, req)
         name = src.title
+    fmt = dict(spec.options).get("memory_format", "channels_first")
+    if fmt not in ("channels_first", "channels_last"):
+        raise CaptureError(f"memory format must be channels_first or channels_last, got {fmt!r}")
+    if fmt == "channels_last":
+        _channels_last(built)
     if spec.task == "infer" and not isinstance(built.inputs, (dict, tuple, list)):
         raise CaptureError("model inputs must be a dict or a tuple")
     opt = resolve_optimizer(spec.optimizer or "adamw", spec.optimizer_impl)
     return capture(built, name=name, task=spec.task, precision=get_precision(spec.precision, spec.task),
                    optimizer=opt, sparsity=spec.sparsity == "2:4", phase=spec.phase,
                    batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
-                   context=spec.context, model_meta=meta)
+                   context=spec.context, model_meta=meta, finetune=spec.finetune, lora_rank=spec.lora_rank,
+                   checkpointing=spec.checkpointing)

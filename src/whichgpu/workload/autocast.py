@@ -28,7 +28,7 @@ LOW_PRECISION = frozenset({
     "mv", "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "chain_matmul", "multi_dot", "prelu", "einsum", "lstm", "gru", "rnn_tanh",
     "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "_convolution",
-    "convolution",
+    "convolution", "nf4_linear",
 })
 # CUDA autocast "ops that autocast to float32".
 FP32 = frozenset({

@@ -89,6 +89,7 @@ class CaptureState:
     rnn_modules: frozenset[str] = frozenset()
     alloc_id: dict[int, int] = field(default_factory=dict)  # storage cdata -> allocation number
     next_id: int = 1
+    recompute: bool = False
 
 
 class _Recorder(TorchDispatchMode):
@@ -178,6 +179,8 @@ class _Recorder(TorchDispatchMode):
             if s.sparsity and weight_idx and category == "matmul":
                 sparse = True
         shapes = _shapes(ins, outs)
+        if s.recompute:
+            tags = (*tags, "recompute")
         rnn = next((m for m in s.rnn_modules if module == m or module.startswith(m + ".")), "")
         idx = len(s.ops)
         # ---- storage lifetimes and dataflow ids --------------------------------------------------
@@ -252,17 +255,22 @@ def _shapes(ins: list[torch.Tensor], outs: list[torch.Tensor]) -> str:
     return f"{f(ins)} -> {f(outs)}"
 
 
+def _mult(name: str, repeats: dict[str, int]) -> int:
+    return 1 + next((extra for pre, extra in repeats.items() if name.startswith(pre + ".")), 0)
+
+
 def _count_params(model: nn.Module, repeats: dict[str, int]) -> tuple[int, int, int, int, list[tuple[str, int, int, torch.dtype, bool]]]:
+    """(parameters, trainable, parameter bytes, buffer bytes, per-parameter rows), full model."""
     total = trainable = pbytes = 0
     rows = []
     for name, p in model.named_parameters():
-        mult = 1 + next((extra for pre, extra in repeats.items() if name.startswith(pre + ".")), 0)
+        mult = _mult(name, repeats)
         total += p.numel() * mult
         pbytes += p.numel() * p.element_size() * mult
         if p.requires_grad:
             trainable += p.numel() * mult
         rows.append((name, p.numel(), mult, p.dtype, p.requires_grad))
-    bbytes = sum(b.numel() * b.element_size() for b in model.buffers())
+    bbytes = sum(b.numel() * b.element_size() * _mult(n, repeats) for n, b in model.named_buffers())
     return total, trainable, pbytes, bbytes, rows
 
 
@@ -292,15 +300,21 @@ def _loss_of(built: Built, out: Any) -> torch.Tensor:
 def capture(built: Built, *, name: str, task: str, precision: Precision, optimizer: OptimizerSpec,
             sparsity: bool = False, phase: str = "full", batch_size: int = 1,
             seq_len: int | None = None, image_size: int | None = None, context: int | None = None,
-            model_meta: dict[str, Any] | None = None) -> Trace:
+            model_meta: dict[str, Any] | None = None, finetune: str = "full", lora_rank: int = 16,
+            checkpointing: str = "none") -> Trace:
     """Run one step of `built` on meta and return its trace."""
+    from whichgpu.workload.checkpointing import apply_checkpointing
+    from whichgpu.workload.finetune import apply_finetune
+
     t0 = time.perf_counter()
     model: nn.Module = built.model
     inputs = built.inputs
+    base_params = built.full_params
     if precision.param_dtype != "float32":
         dt = getattr(torch, precision.param_dtype)
         model = model.to(dt)
         inputs = _to_dtype(inputs, dt)
+    adapted = apply_finetune(model, finetune, lora_rank)
     built.inputs = inputs
     if task == "train":
         model.train()
@@ -308,7 +322,24 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         model.eval()
     repeats = dict(built.repeats)
     params, trainable, pbytes, bbytes, prow = _count_params(model, repeats)
+    if finetune != "full" and base_params:
+        params = base_params + trainable  # base weights (NF4 buffers for QLoRA) + adapters
+    elif base_params:
+        params = base_params
     state = CaptureState(precision=precision, sparsity=sparsity)
+    policy = PolicyMode(precision)
+    if task == "train":
+        def _set_recompute(flag: bool) -> None:
+            state.recompute = flag
+
+        def _policy_ctx() -> Any:
+            from torch.overrides import _get_current_function_mode_stack
+
+            active = any(m is policy for m in _get_current_function_mode_stack())
+            return contextlib.nullcontext() if active else policy
+
+        apply_checkpointing(model, checkpointing, repeats, lambda: state.phase == "backward", _set_recompute,
+                            _policy_ctx)
     for pname, p in model.named_parameters():
         state.param_storages[p.untyped_storage()._cdata] = pname
     state.rnn_modules = frozenset(n for n, m in model.named_modules() if isinstance(m, nn.RNNBase))
@@ -323,7 +354,6 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
             raise CaptureError("the model has parameters on " + str(p.device) + ", not 'meta'; build it under "
                                "`with torch.device('meta'):` so no weights are allocated")
 
-    policy = PolicyMode(precision)
     tracker = Tracker(model)
     recorder = _Recorder(state, tracker)
     grad_sids: set[int] = set()
@@ -369,9 +399,11 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         model=name, task=task, phase=phase, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
         context=context, precision=precision.name, optimizer=opt_name if task == "train" else "none",
         sparsity="2:4" if sparsity else "none", samples=built.samples or batch_size,
-        tokens=built.tokens, params=built.full_params or params, trainable_params=trainable,
+        tokens=built.tokens, params=params, trainable_params=trainable,
         param_bytes=pbytes, buffer_bytes=bbytes, input_bytes=int(input_bytes), ops=ops,
         mem_events=events, repeats=repeats, model_meta=dict(model_meta or {}), notes=list(built.notes),
+        finetune=finetune if not adapted else f"{finetune} (rank {lora_rank}, {adapted} layers)",
+        checkpointing=checkpointing,
     )
     trace.capture_seconds = time.perf_counter() - t0
     return trace

@@ -202,8 +202,9 @@ def _mm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
 @register("aten.addmm")
 def _addmm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     (m, k), (_, n) = _shape(args[1]), _shape(args[2])
-    # The bias add is fused into the GEMM epilogue (cuBLASLt): m*n extra FLOPs.
-    return Cost(mm_flops(m, n, k) + m * n, "matmul", mm=(1, m, n, k), matmul_dtype_from=1)
+    # The bias add is fused into the GEMM epilogue (cuBLASLt); its m*n adds are not counted
+    # (as torch's FlopCounterMode does), so GEMM FLOPs stay 2*m*n*k.
+    return Cost(mm_flops(m, n, k), "matmul", mm=(1, m, n, k), matmul_dtype_from=1)
 
 
 @register("aten.bmm")
@@ -215,7 +216,7 @@ def _bmm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
 @register("aten.baddbmm")
 def _baddbmm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     (b, m, k), (_, _, n) = _shape(args[1]), _shape(args[2])
-    return Cost(mm_flops(m, n, k, b) + b * m * n, "matmul", mm=(b, m, n, k), matmul_dtype_from=1)
+    return Cost(mm_flops(m, n, k, b), "matmul", mm=(b, m, n, k), matmul_dtype_from=1)
 
 
 @register("aten.mv", "aten.addmv")
@@ -242,12 +243,22 @@ def _conv_args(args: Sequence[Any]) -> tuple[Any, Any, bool, int]:
     return args[0], args[1], bool(args[6]), int(args[8])
 
 
+def _layout(x: Any) -> tuple[str, ...]:
+    """Activation layout of a 4-D conv input: tensor-core convolutions want NHWC; NCHW inputs
+    make cuDNN transpose around the kernel (the perf model charges that traffic)."""
+    import torch
+
+    if x.dim() != 4:
+        return ()
+    return ("nhwc",) if x.is_contiguous(memory_format=torch.channels_last) and x.shape[1] > 1 else ("nchw",)
+
+
 @register("aten.convolution", "aten._convolution")
 def _conv(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     x, w, transposed, groups = _conv_args(args)
     xs, ws, os_ = _shape(x), _shape(w), _shape(out)
     return Cost(conv_flops(xs, ws, os_, transposed), "conv",
-                mm=conv_gemm(xs, ws, os_, groups, transposed), matmul_dtype_from=0)
+                mm=conv_gemm(xs, ws, os_, groups, transposed), matmul_dtype_from=0, tags=_layout(x))
 
 
 @register("aten.convolution_backward")
@@ -263,7 +274,7 @@ def _conv_bwd(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
         flops += numel(gs)
     g = conv_gemm(xs, ws, gs, groups, transposed)
     kernels = float(max(1, int(bool(mask[0])) + int(bool(mask[1]))) + (1 if len(mask) > 2 and mask[2] else 0))
-    return Cost(flops, "conv", mm=g, kernels=kernels, matmul_dtype_from=1, tags=("wgrad+dgrad",))
+    return Cost(flops, "conv", mm=g, kernels=kernels, matmul_dtype_from=1, tags=("wgrad+dgrad", *_layout(x)))
 
 
 def _attn_dims(q: Any, k: Any, v: Any) -> tuple[int, int, int, int, int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,6 +38,9 @@ class WorkloadSpec:
     phase: str = "full"
     context: int | None = None
     sparsity: str = "none"
+    finetune: str = "full"  # full | lora | qlora
+    lora_rank: int = 16
+    checkpointing: str = "none"  # none | selective | full
     options: tuple[tuple[str, Any], ...] = ()
 
     def validate(self) -> None:
@@ -52,6 +56,16 @@ class WorkloadSpec:
                 raise InputError(f"{name.replace('_', ' ')} must be > 0, got {v}")
         if self.context is not None and self.context <= 0:
             raise InputError(f"context must be > 0, got {self.context}")
+        if self.finetune not in ("full", "lora", "qlora"):
+            raise InputError(f"finetune must be full, lora or qlora; got {self.finetune!r}")
+        if self.finetune != "full" and self.task != "train":
+            raise InputError(f"--finetune {self.finetune} applies to training (--task train)")
+        if self.lora_rank <= 0:
+            raise InputError(f"LoRA rank must be > 0, got {self.lora_rank}")
+        if self.checkpointing not in ("none", "selective", "full"):
+            raise InputError(f"checkpointing must be none, selective or full; got {self.checkpointing!r}")
+        if self.checkpointing != "none" and self.task != "train":
+            raise InputError("activation checkpointing applies to training (--task train)")
         if self.sparsity not in ("none", "2:4"):
             raise InputError(f"sparsity must be 'none' or '2:4', got {self.sparsity!r}")
         get_precision(self.precision, self.task)
@@ -110,7 +124,18 @@ def read_config(path: str) -> dict[str, Any]:
     return cfg
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of the capture code (workload/ and the zoo): a trace cached by older code is stale."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")) + sorted(root.rglob("*.json")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cache_key(src: ModelSource, spec: WorkloadSpec) -> str:
-    payload = {"v": __version__, "schema": SCHEMA, "src": [src.kind, src.ref, src.fingerprint],
+    payload = {"v": __version__, "code": code_fingerprint(), "schema": SCHEMA, "src": [src.kind, src.ref, src.fingerprint],
                "spec": {k: v for k, v in asdict(replace(spec, model="")).items()}}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]

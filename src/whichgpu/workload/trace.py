@@ -123,6 +123,8 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     key: str = ""
     capture_seconds: float = 0.0
+    finetune: str = "full"
+    checkpointing: str = "none"
     schema: str = SCHEMA
 
     # ---- summaries -------------------------------------------------------------------

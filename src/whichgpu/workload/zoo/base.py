@@ -73,13 +73,19 @@ class ZooEntry:
     # Reference training setup with gradient accumulation: (seq_len or image size, samples per GPU
     # per optimizer step). The number of micro-batches per step is that divided by the batch.
     accumulated_batch: tuple[tuple[int, int], ...] = ()
+    # Precisions for which the reference training scripts use channels-last (NHWC) activations
+    # (NVIDIA's ConvNets: `--memory-format nhwc` with AMP).
+    channels_last_precisions: tuple[str, ...] = ()
     validation_names: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     causal_lm: bool = False
     params_reference: int | None = None  # published/real parameter count, for tests
     throughput_unit: str = "samples/s"  # what the field reports: images/s, sequences/s, tokens/s
     notes: str = ""
-    config: str = ""  # packaged config JSON name, for HF-config based entries
+    config: str = ""
+    # What "inference" means in the field's benchmarks when it is not one forward pass
+    # (e.g. "beam-search generation"): such inference rows are reported as not modelled.
+    infer_benchmark: str = ""  # packaged config JSON name, for HF-config based entries
 
     def default_batch(self, precision: str = "") -> int:
         fam = precision.split("-")[0] if precision else ""

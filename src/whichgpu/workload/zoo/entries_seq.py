@@ -82,6 +82,7 @@ ENTRIES: list[ZooEntry] = [
                  "fairseq-transformer-big"),
         params_reference=210_808_832,
         throughput_unit="tokens/s",
+        infer_benchmark="beam-search generation (fairseq generate, beam 4)",
         notes="6+6 pre-LN layers, d 1024, 16 heads, FFN 4096, shared 33712-word embedding; "
               "batch_size > 1000 (or option batch_in_tokens) is --max-tokens; tokens/s counts "
               "target tokens; inference rows of DLE measure beam search, the build is one "

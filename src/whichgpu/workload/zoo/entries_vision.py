@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from whichgpu.workload.zoo.base import ZooEntry
 
+# NVIDIA DLE ConvNets configs.yml / README: AMP runs use `memory_format: nhwc`; FP32/TF32 NCHW.
+
 _V = "whichgpu.workload.zoo.vision"
 _DLE_CONVNETS = "NVIDIA DLE PyTorch/Classification/ConvNets image_classification/models"
 
@@ -28,6 +30,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=224,
         default_optimizer="sgd",
         batch_by_precision=(("amp", 256), ("tf32", 256), ("fp32", 112), ("fp16", 256)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("ResNet-50 v1.5",),
         aliases=("resnet50", "rn50", "resnet-50", "resnet50v1.5", "resnet50_v1_5"),
         params_reference=25_557_032,
@@ -49,6 +52,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=224,
         default_optimizer="sgd",
         batch_by_precision=(("amp", 128), ("tf32", 128), ("fp32", 64), ("fp16", 128)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("ResNeXt-101 32x4d",),
         aliases=("resnext101", "resnext-101", "resnext101_32x4d", "rnxt101"),
         params_reference=44_177_704,
@@ -69,6 +73,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=224,
         default_optimizer="sgd",
         batch_by_precision=(("amp", 128), ("tf32", 128), ("fp32", 64), ("fp16", 128)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("SE-ResNeXt-101 32x4d",),
         aliases=("seresnext101", "se-resnext-101", "se-resnext101_32x4d", "seresnext101_32x4d"),
         params_reference=45_251_128,
@@ -89,6 +94,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=224,
         default_optimizer="rmsprop",
         batch_by_precision=(("amp", 256), ("tf32", 256), ("fp32", 128), ("fp16", 256)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("EfficientNet-b0",),
         aliases=("effnet-b0", "efficientnet_b0", "efficientnetb0"),
         params_reference=5_288_548,
@@ -110,6 +116,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=380,
         default_optimizer="rmsprop",
         batch_by_precision=(("amp", 128), ("tf32", 64), ("fp32", 32), ("fp16", 128)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("EfficientNet-b4",),
         aliases=("effnet-b4", "efficientnet_b4", "efficientnetb4"),
         params_reference=19_341_616,
@@ -129,6 +136,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=224,
         default_optimizer="rmsprop",
         batch_by_precision=(("amp", 256), ("tf32", 256), ("fp32", 128), ("fp16", 256)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("EfficientNet-widese-b0",),
         aliases=("effnet-widese-b0", "efficientnet_widese_b0", "widese-b0"),
         params_reference=8_423_848,
@@ -147,6 +155,7 @@ ENTRIES: list[ZooEntry] = [
         default_image_size=380,
         default_optimizer="rmsprop",
         batch_by_precision=(("amp", 128), ("tf32", 64), ("fp32", 32), ("fp16", 128)),
+        channels_last_precisions=("amp-fp16", "amp-bf16"),
         validation_names=("EfficientNet-widese-b4",),
         aliases=("effnet-widese-b4", "efficientnet_widese_b4", "widese-b4"),
         params_reference=34_927_246,

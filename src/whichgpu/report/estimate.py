@@ -1,0 +1,135 @@
+"""Rendering of step-time estimates: a side-by-side table, the split, top ops, assumptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from whichgpu.perf.estimate import StepEstimate
+from whichgpu.perf.plan import Plan
+from whichgpu.report.console import console
+from whichgpu.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+from whichgpu.workload.trace import Trace
+
+
+def _throughput(e: StepEstimate, t: Trace) -> dict[str, float]:
+    d = {"samples_per_s": e.samples_per_s}
+    if t.tokens:
+        d["tokens_per_s"] = e.tokens_per_s
+    return d
+
+
+def dettmers_ratio(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Tim Dettmers' rule of thumb: relative speed ~ memory bandwidth ratio (for transformer
+    training on tensor-core GPUs). Scaled from the first GPU's estimate."""
+    if not results:
+        return {}
+    ref = results[0]
+    ref_bw = ref["gpu"].memory_bandwidth_gbps
+    ref_thr = ref["est"].samples_per_s
+    return {r["gpu"].id: ref_thr * r["gpu"].memory_bandwidth_gbps / ref_bw for r in results}
+
+
+def estimate_document(results: list[dict[str, Any]], plan: Plan, explain: bool) -> dict[str, Any]:
+    out = []
+    bw_ratio = dettmers_ratio(results) if explain else {}
+    for r in results:
+        e: StepEstimate = r["est"]
+        t: Trace = r["trace"]
+        d = e.to_dict()
+        d["gpu"] = r["gpu"].id
+        d["precision"] = r["precision"]
+        d["precision_reason"] = r["precision_reason"]
+        d["throughput"] = _throughput(e, t)
+        d["workload"] = {"model": t.model, "task": t.task, "phase": t.phase, "batch_size": t.batch_size,
+                         "seq_len": t.seq_len, "image_size": t.image_size, "context": t.context,
+                         "precision": t.precision, "optimizer": t.optimizer, "finetune": t.finetune,
+                         "checkpointing": t.checkpointing, "flops_per_step": t.total_flops(),
+                         "bytes_per_step": t.total_bytes(), "params": t.params}
+        if "prefill" in r:
+            p: StepEstimate = r["prefill"]
+            d["serving"] = {"time_to_first_token_s": p.step_s, "prefill_bound": p.bound,
+                            "decode_step_s": e.step_s, "decode_tokens_per_s": e.tokens_per_s,
+                            "decode_bound": e.bound, "context": t.context, "batch": t.batch_size}
+        if explain:
+            d["explain"] = {"bandwidth_ratio_samples_per_s": bw_ratio.get(r["gpu"].id)}
+        out.append(d)
+    return {"plan": {"gpus": plan.gpus, "gpus_per_node": plan.gpus_per_node, "network": plan.network,
+                     "compile": plan.compile, "overlap": plan.overlap, "ddp_overlap": plan.ddp_overlap,
+                     "grad_accum": plan.grad_accum, "power_limit_w": plan.power_limit_w},
+            "results": out}
+
+
+def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, top: int) -> None:
+    t0: Trace = results[0]["trace"]
+    serving = "prefill" in results[0]
+    head = (f"[bold]{t0.model}[/]  {t0.task}"
+            + (" (serving: prefill + decode)" if serving else (f"/{t0.phase}" if t0.phase != "full" else ""))
+            + f", batch {t0.batch_size} per GPU"
+            + (f", seq {results[0]['prefill_trace'].seq_len}" if serving else (f", seq {t0.seq_len}" if t0.seq_len else ""))
+            + (f", image {t0.image_size}" if t0.image_size else "")
+            + (f", context {t0.context}" if t0.context and not serving else "")
+            + (f", {plan.gpus} GPUs (DDP)" if plan.gpus > 1 else "")
+            + (", torch.compile" if plan.compile else ", eager"))
+    console.print(head)
+    tb = Table()
+    cols = ["GPU", "precision", "step", "samples/s"] + (["tokens/s"] if t0.tokens and not serving else [])
+    if serving:
+        cols = ["GPU", "precision", "time to 1st token", "decode tok/s", "decode step", "decode bound"]
+    cols += ["MFU", "bound", "compute", "memory", "overhead", "comm"]
+    if explain:
+        cols += ["BW-ratio est."]
+    for c in cols:
+        tb.add_column(c, justify="left" if c in ("GPU", "precision", "bound", "decode bound") else "right")
+    ratio = dettmers_ratio(results) if explain else {}
+    for r in results:
+        e: StepEstimate = r["est"]
+        t: Trace = r["trace"]
+        s = e.step_s or 1.0
+        split = [f"{100 * e.compute_s / s:.0f}%", f"{100 * e.memory_s / s:.0f}%", f"{100 * e.overhead_s / s:.0f}%",
+                 f"{100 * e.comm_s / s:.0f}%"]
+        if serving:
+            p: StepEstimate = r["prefill"]
+            row = [r["gpu"].name, r["precision"], fmt_time(p.step_s), fmt_rate(e.tokens_per_s, "tok/s"),
+                   fmt_time(e.step_s), e.bound]
+        else:
+            row = [r["gpu"].name, r["precision"], fmt_time(e.step_s), fmt_rate(e.samples_per_s, "/s")]
+            if t0.tokens:
+                row.append(fmt_rate(e.tokens_per_s, "tok/s"))
+        row += [f"{100 * e.mfu:.0f}%", e.bound, *split]
+        if explain:
+            row.append(fmt_rate(ratio[r["gpu"].id], "/s"))
+        tb.add_row(*row)
+    console.print(tb)
+    for r in results[: (len(results) if len(results) <= 3 else 1)]:
+        e = r["est"]
+        ot = Table(title=f"top ops on {r['gpu'].name} ({'decode' if serving else 'one step'})")
+        for c in ("op", "phase", "module", "x", "time", "bound", "FLOPs", "bytes", "FLOP/byte", "GEMM eff."):
+            ot.add_column(c, justify="left" if c in ("op", "phase", "module", "bound") else "right", overflow="fold")
+        for o in e.top_ops[:top]:
+            ot.add_row(o.name.replace("aten.", ""), o.phase, o.module or "-", str(o.count), fmt_time(o.seconds), o.bound,
+                       fmt_flops(o.flops), fmt_bytes(o.bytes), f"{o.flops / o.bytes:.1f}" if o.bytes else "-",
+                       f"{100 * o.efficiency:.0f}%" if o.efficiency else "-")
+        console.print(ot)
+    a = results[0]["est"].assumptions
+    console.print("[bold]assumptions[/]: " + "; ".join(f"{k}: {v}" for k, v in a.items()), soft_wrap=True)
+    reasons = {f"{r['gpu'].id}: {r['precision']} ({r['precision_reason']})" for r in results if r["precision_reason"] != "as requested"}
+    if reasons and len(reasons) <= 6:
+        console.print("precision: " + "; ".join(sorted(reasons)), soft_wrap=True)
+    notes = sorted({n for r in results for n in r["est"].notes})
+    for n in notes[:8]:
+        console.print(f"note: {n}", soft_wrap=True)
+    if explain:
+        console.print("[bold]explain[/]: each op takes max(FLOPs / (peak x GEMM efficiency), bytes / (bandwidth x "
+                      "efficiency)) plus launch latency; ops whose FLOP/byte is below the GPU's ridge point "
+                      "(peak / bandwidth) are memory-bound. 'BW-ratio est.' scales the first GPU's estimate by "
+                      "memory bandwidth alone, the rule of thumb of Dettmers' GPU guide for transformer training; "
+                      "where it disagrees with ours, compute peaks, overheads or memory capacity differ.", soft_wrap=True)
+        for r in results[:4]:
+            g = r["gpu"]
+            pk = r["est"].mfu_peak_dtype
+            peak = g.peak(pk) or g.peak("fp32") or 0.0
+            console.print(f"  {g.name}: ridge point {peak * 1e12 / (g.memory_bandwidth_gbps * 1e9):.0f} FLOP/byte "
+                          f"({pk} {peak:g} TFLOP/s / {g.memory_bandwidth_gbps:g} GB/s); workload intensity "
+                          f"{r['trace'].total_flops() / max(r['trace'].total_bytes(), 1):.0f} FLOP/byte", soft_wrap=True)
