@@ -26,21 +26,22 @@ from whichgpu.workload.api import get_trace
 
 # name -> (low, high)
 FITTED: dict[str, tuple[float, float]] = {
-    "mm_ceiling": (0.40, 0.95),
-    "fp32_ceiling": (0.40, 0.95),
-    "tf32_factor": (0.30, 1.00),
-    "conv_factor": (0.30, 1.00),
+    # Bounds are physical priors: what a GPU kernel or a training loop can plausibly do.
+    "mm_ceiling": (0.50, 0.95),
+    "fp32_ceiling": (0.50, 0.95),
+    "tf32_factor": (0.40, 1.00),
+    "conv_factor": (0.40, 1.00),
     "direct_conv_factor": (0.05, 1.00),
-    "attention_factor": (0.20, 1.00),
-    "k_half": (1.0, 512.0),
-    "mem_ceiling": (0.50, 0.95),
-    "mem_half_bytes": (1e4, 1e8),
-    "l2_speedup": (1.0, 5.0),
-    "kernel_latency_us": (0.5, 20.0),
-    "cpu_op_us": (2.0, 100.0),
-    "cpu_view_us": (0.5, 30.0),
-    "train_step_ms": (0.0, 50.0),
-    "infer_step_ms": (0.0, 50.0),
+    "attention_factor": (0.30, 1.00),
+    "k_half": (4.0, 256.0),
+    "mem_ceiling": (0.60, 0.95),
+    "mem_half_bytes": (1e5, 2e7),
+    "l2_speedup": (1.0, 4.0),
+    "kernel_latency_us": (1.0, 8.0),
+    "cpu_op_us": (3.0, 60.0),
+    "cpu_view_us": (0.5, 10.0),
+    "train_step_ms": (0.0, 10.0),
+    "infer_step_ms": (0.0, 10.0),
     "ddp_overlap": (0.0, 1.0),
 }
 

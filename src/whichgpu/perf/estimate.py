@@ -90,16 +90,23 @@ def _key(o: Op) -> tuple[Any, ...]:
             o.phase, o.name)
 
 
-_COMPACT: dict[tuple[int, bool], tuple[list[Op], list[tuple[Op, int]], bool]] = {}
+_Prepared = tuple[list[Op], list[tuple[Op, int]], bool, dict[tuple[Any, ...], list[Op]]]
+_COMPACT: dict[tuple[int, bool], tuple[Trace, _Prepared]] = {}
 
 
-def _prepared(trace: Trace, compile: bool) -> tuple[list[Op], list[tuple[Op, int]], bool]:
-    """(ops as launched, identical ops merged with a multiplicity, has host syncs); cached per trace."""
+def _prepared(trace: Trace, compile: bool) -> _Prepared:
+    """(ops as launched, identical ops merged with a multiplicity, has host syncs, components of
+    fused ops); cached per trace."""
     key = (id(trace), compile)
     hit = _COMPACT.get(key)
-    if hit is not None and hit[0] is (trace.ops if not compile else hit[0]):
-        return hit
-    ops = fuse(trace.ops) if compile else trace.ops
+    if hit is not None and hit[0] is trace:
+        return hit[1]
+    parts: dict[tuple[Any, ...], list[Op]] = {}
+    if compile:
+        ops, by_pos = fuse(trace.ops)
+        parts = {_key(ops[i]): comps for i, comps in by_pos.items()}
+    else:
+        ops = trace.ops
     agg: dict[tuple[Any, ...], list[Any]] = {}
     for o in ops:
         k = _key(o)
@@ -109,10 +116,10 @@ def _prepared(trace: Trace, compile: bool) -> tuple[list[Op], list[tuple[Op, int
         else:
             e[1] += o.count
     syncs = any("host-sync" in o.tags for o in ops)
-    res = (ops, [(o, n) for o, n in agg.values()], syncs)
+    res: _Prepared = (ops, [(o, n) for o, n in agg.values()], syncs, parts)
     if len(_COMPACT) > 256:
         _COMPACT.clear()
-    _COMPACT[key] = res
+    _COMPACT[key] = (trace, res)
     return res
 
 
@@ -131,11 +138,24 @@ def _synced_time(ops: list[Op], costs: dict[tuple[Any, ...], float], cpu_op_s: f
     return total + max(gpu, cpu)
 
 
-def op_cost(o: Op, dev: Device, overlap: str, latency_s: float) -> tuple[float, float, float, float, str, str, float]:
-    """(seconds, compute_s, memory_s, latency_s, bound, dtype used, efficiency) for one occurrence."""
+def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
+            parts: list[Op] | None = None) -> tuple[float, float, float, float, str, str, float]:
+    """(seconds, compute_s, memory_s, latency_s, bound, dtype used, efficiency) for one occurrence.
+
+    A fused kernel (`parts` = the ops it replaces) pays its components' average cost per byte on
+    its own, smaller, traffic: fusion removes traffic, it does not change how fast bytes move.
+    """
     p = dev.params
     if o.category == "view":
         return 0.0, 0.0, 0.0, 0.0, "latency", o.dtype, 0.0
+    if parts:
+        comp_bytes = sum(c.bytes_read + c.bytes_written for c in parts)
+        comp_time = sum(memory_time(c.bytes_read + c.bytes_written, dev) for c in parts)
+        tm = comp_time * (o.bytes_read + o.bytes_written) / comp_bytes if comp_bytes else 0.0
+        tc = vector_time(o.flops, dev)
+        lat = o.kernels * latency_s
+        body = tc + tm if overlap == "sum" else max(tc, tm)
+        return body + lat, tc, tm, lat, ("compute" if tc >= tm else "memory"), o.dtype, 0.0
     eff = 0.0
     used = o.dtype
     if o.category in GEMM_CATEGORIES and o.flops > 0:
@@ -179,7 +199,7 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     plan.validate()
     params = params or load_params()
     dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
-    ops, compact, syncs = _prepared(trace, plan.compile)
+    ops, compact, syncs, parts = _prepared(trace, plan.compile)
     latency_s = params.kernel_latency_us * 1e-6 * (GRAPH_LATENCY_FACTOR if plan.compile else 1.0)
 
     compute_s = memory_s = latency_total = backward_gpu = 0.0
@@ -191,7 +211,7 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     costs: dict[tuple[Any, ...], float] = {}
     for o, n0 in compact:
         n: float = n0 / accum if o.phase == "optimizer" else n0
-        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s)
+        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)))
         costs[_key(o)] = t
         if o.category in GEMM_CATEGORIES:
             note = dev.rate(o.dtype).note
@@ -216,7 +236,9 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
             per_op.append(OpEstimate(o.name, o.category, o.phase, o.module, int(n0), t * n, tc * n, tm * n, lat * n,
                                      bound, o.flops * n, (o.bytes_read + o.bytes_written) * n, used, eff, o.shapes))
     if plan.compile:
-        cpu_s = GRAPH_REPLAY_S
+        eager_cpu = sum(n * (params.cpu_op_us if o.kernels > 0 else params.cpu_view_us) * 1e-6
+                        for o, n in _prepared(trace, False)[1])
+        cpu_s = min(GRAPH_REPLAY_S, eager_cpu)
 
     # ---- data-parallel gradient all-reduce -----------------------------------------------------
     comm_total = comm_exposed = 0.0

@@ -25,10 +25,12 @@ def last_uses(ops: list[Op]) -> dict[int, int]:
     return last
 
 
-def fuse(ops: list[Op]) -> list[Op]:
-    """Return the op list as a compiler would launch it (order preserved)."""
+def fuse(ops: list[Op]) -> tuple[list[Op], dict[int, list[Op]]]:
+    """The op list as a compiler would launch it (order preserved), and for each fused op
+    (by position in that list) the ops it replaces."""
     last = last_uses(ops)
     out: list[Op] = []
+    parts: dict[int, list[Op]] = {}
     run: list[tuple[int, Op]] = []
 
     def flush() -> None:
@@ -37,6 +39,7 @@ def fuse(ops: list[Op]) -> list[Op]:
         if len(run) == 1:
             out.append(run[0][1])
         else:
+            parts[len(out)] = [o for _, o in run]
             out.append(_merge(run, last))
         run.clear()
 
@@ -52,7 +55,7 @@ def fuse(ops: list[Op]) -> list[Op]:
             flush()
             out.append(o)
     flush()
-    return out
+    return out, parts
 
 
 def _merge(run: list[tuple[int, Op]], last: dict[int, int]) -> Op:

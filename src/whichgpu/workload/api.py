@@ -140,4 +140,4 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
                    optimizer=opt, sparsity=spec.sparsity == "2:4", phase=spec.phase,
                    batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
                    context=spec.context, model_meta=meta, finetune=spec.finetune, lora_rank=spec.lora_rank,
-                   checkpointing=spec.checkpointing)
+                   checkpointing=spec.checkpointing, memory_format=fmt)

@@ -7,8 +7,10 @@ the FP32 list to FP32. The casts are real ops, recorded by autograd, so the trac
 kernels forward and backward, as on a GPU. Casts of parameters are cached for the forward pass
 as autocast's weight cache does.
 
-It also routes ``F.scaled_dot_product_attention`` to the fused `whichgpu::attention` op (the
-kernel CUDA would run), since on CPU/meta PyTorch would decompose it into matmuls + softmax.
+It also routes two functions to the kernels CUDA would run, since on CPU/meta PyTorch would
+decompose them: ``F.scaled_dot_product_attention`` to the fused `whichgpu::attention` op (not
+matmuls + softmax), and ``F.dropout`` to ``native_dropout`` (one kernel writing a 1-byte mask,
+not bernoulli_ + mul + div with a full-width mask).
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class PolicyMode(TorchFunctionMode):
             return func(*args, **kwargs)
         if func is F.scaled_dot_product_attention:
             return self._sdpa(*args, **kwargs)
+        if func is F.dropout or func is torch.dropout:
+            return self._dropout(*args, **kwargs)
         if self.low is not None:
             name = getattr(func, "__name__", "")
             if name in LOW_PRECISION:
@@ -90,6 +94,15 @@ class PolicyMode(TorchFunctionMode):
                     widest = max(dts, key=lambda d: (torch.finfo(d).bits, d == torch.float32))
                     args, kwargs = tree_map(lambda a: self._cast(a, widest), (args, kwargs))
         return func(*args, **kwargs)
+
+    def _dropout(self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+        # at::dropout picks the fused kernel on CUDA (is_fused_kernel_acceptable); mirror it.
+        if not training or p == 0.0:
+            return input
+        if p >= 1.0:
+            return input * 0.0
+        out, _mask = torch.native_dropout(input, p, True)
+        return out  # type: ignore[no-any-return]
 
     def _sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,

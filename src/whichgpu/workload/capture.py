@@ -90,6 +90,7 @@ class CaptureState:
     alloc_id: dict[int, int] = field(default_factory=dict)  # storage cdata -> allocation number
     next_id: int = 1
     recompute: bool = False
+    memory_format: str = "channels_first"
 
 
 class _Recorder(TorchDispatchMode):
@@ -179,6 +180,10 @@ class _Recorder(TorchDispatchMode):
             if s.sparsity and weight_idx and category == "matmul":
                 sparse = True
         shapes = _shapes(ins, outs)
+        if category == "conv" and any(t in ("nchw", "nhwc") for t in tags):
+            # The layout the program asked for (meta kernels do not propagate channels-last).
+            layout = "nhwc" if s.memory_format == "channels_last" else "nchw"
+            tags = (*(t for t in tags if t not in ("nchw", "nhwc")), layout)
         if s.recompute:
             tags = (*tags, "recompute")
         rnn = next((m for m in s.rnn_modules if module == m or module.startswith(m + ".")), "")
@@ -301,7 +306,7 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
             sparsity: bool = False, phase: str = "full", batch_size: int = 1,
             seq_len: int | None = None, image_size: int | None = None, context: int | None = None,
             model_meta: dict[str, Any] | None = None, finetune: str = "full", lora_rank: int = 16,
-            checkpointing: str = "none") -> Trace:
+            checkpointing: str = "none", memory_format: str = "channels_first") -> Trace:
     """Run one step of `built` on meta and return its trace."""
     from whichgpu.workload.checkpointing import apply_checkpointing
     from whichgpu.workload.finetune import apply_finetune
@@ -326,7 +331,7 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         params = base_params + trainable  # base weights (NF4 buffers for QLoRA) + adapters
     elif base_params:
         params = base_params
-    state = CaptureState(precision=precision, sparsity=sparsity)
+    state = CaptureState(precision=precision, sparsity=sparsity, memory_format=memory_format)
     policy = PolicyMode(precision)
     if task == "train":
         def _set_recompute(flag: bool) -> None:

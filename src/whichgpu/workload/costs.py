@@ -327,21 +327,43 @@ def _eff_bwd(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
 
 
 @register("aten.native_layer_norm", "aten.native_group_norm", "aten._fused_rms_norm",
-          "aten.native_batch_norm", "aten._native_batch_norm_legit",
-          "aten._native_batch_norm_legit_no_training", "aten._native_batch_norm_legit_functional",
-          "aten.cudnn_batch_norm", "aten._batch_norm_with_update", "aten._batch_norm_no_update")
+          "aten._native_batch_norm_legit_no_training", "aten._batch_norm_no_update")
 def _norm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
-    # Mean, variance, normalise, scale and shift: ~8 FLOPs per element (two passes over x).
+    # Mean, variance, normalise, scale and shift: ~8 FLOPs per element. Layer/group norms keep a
+    # row in registers (one read of x); inference batch norm uses stored statistics.
     n = numel(_shape(args[0]))
     return Cost(8.0 * n, "norm")
 
 
+@register("aten.native_batch_norm", "aten._native_batch_norm_legit", "aten._native_batch_norm_legit_functional",
+          "aten.cudnn_batch_norm", "aten._batch_norm_with_update")
+def _batch_norm_train(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    # Training batch norm reduces over N*H*W per channel before it can normalise: cuDNN /
+    # PyTorch read x twice (statistics pass, then normalise pass) and write y once.
+    x = args[0]
+    training = bool(args[5]) if len(args) > 5 and isinstance(args[5], bool) else True
+    xb = float(x.numel() * x.element_size())
+    ob = float(out[0].numel() * out[0].element_size()) if isinstance(out, (tuple, list)) else xb
+    n = numel(_shape(x))
+    return Cost(8.0 * n, "norm", kernels=2.0 if training else 1.0,
+                bytes_read=(2.0 if training else 1.0) * xb, bytes_written=ob)
+
+
 @register("aten.native_layer_norm_backward", "aten.native_group_norm_backward",
-          "aten._fused_rms_norm_backward", "aten.native_batch_norm_backward",
-          "aten.cudnn_batch_norm_backward", "aten.batch_norm_backward")
+          "aten._fused_rms_norm_backward")
 def _norm_bwd(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     n = numel(_shape(args[0]))
     return Cost(14.0 * n, "norm", kernels=2)
+
+
+@register("aten.native_batch_norm_backward", "aten.cudnn_batch_norm_backward", "aten.batch_norm_backward")
+def _batch_norm_bwd(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    # Reduce dy and dy*x_hat per channel (one pass over dy and x), then form dx (a second pass
+    # over both), write dx.
+    dy, x = args[0], args[1]
+    b = float(dy.numel() * dy.element_size() + x.numel() * x.element_size())
+    n = numel(_shape(dy))
+    return Cost(14.0 * n, "norm", kernels=2, bytes_read=2.0 * b, bytes_written=float(x.numel() * x.element_size()))
 
 
 @register("aten._softmax", "aten._log_softmax", "aten._safe_softmax", "aten.softmax")

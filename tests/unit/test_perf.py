@@ -1,0 +1,182 @@
+"""Physics of the performance model on hand-built traces (torch-free, milliseconds)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from whichgpu.hardware.catalog import load_catalog
+from whichgpu.perf import Plan, estimate
+from whichgpu.perf.kernels import gemm_utilization
+from whichgpu.perf.params import load_params
+from whichgpu.workload.trace import Op, Trace
+
+CAT = load_catalog()
+
+
+def trace_of(*ops: Op, task: str = "infer", precision: str = "bf16", params: int = 0) -> Trace:
+    return Trace(model="t", task=task, phase="full", batch_size=1, seq_len=None, image_size=None,
+                 context=None, precision=precision, optimizer="none", sparsity="none", samples=1,
+                 tokens=0, params=params, trainable_params=params, param_bytes=0, buffer_bytes=0,
+                 input_bytes=0, ops=list(ops))
+
+
+def matmul(m: int, n: int, k: int, dtype: str = "bf16", elt: int = 2) -> Op:
+    return Op("aten.mm", "matmul", "forward", "", dtype, 2.0 * m * n * k, elt * (m * k + k * n), elt * m * n,
+              mm=(1, m, n, k))
+
+
+def test_large_bf16_matmul_on_h100_is_compute_bound_near_the_measured_ceiling() -> None:
+    h100 = CAT.get("H100 SXM5")
+    op = matmul(8192, 8192, 8192)
+    e = estimate(trace_of(op), h100)
+    top = e.top_ops[0]
+    assert top.bound == "compute"
+    achieved = op.flops / top.seconds / 1e12
+    measured = h100.measured_tflops("bf16").matmul_tflops  # 794.5 TFLOP/s (kernels.csv)
+    p = load_params()
+    # the tile-and-wave model gives a big aligned GEMM near-full utilisation of the ceiling
+    assert 0.85 * measured < achieved <= measured * 1.0001
+    assert p.mm_ceiling > 0
+
+
+def test_fp32_add_of_1gb_is_memory_bound_at_about_bytes_over_bandwidth() -> None:
+    a100 = CAT.get("A100 SXM4 80GB")
+    n = 250_000_000  # 1 GB of FP32 per operand
+    op = Op("aten.add", "pointwise", "forward", "", "fp32", float(n), 8.0 * n, 4.0 * n)
+    e = estimate(trace_of(op, precision="fp32"), a100)
+    t = e.top_ops[0]
+    assert t.bound == "memory"
+    ideal = 12.0 * n / (a100.memory_bandwidth_gbps * 1e9)
+    assert ideal < t.seconds < 1.5 * ideal  # within the achievable-bandwidth fraction
+
+
+def test_batch1_small_mlp_inference_is_overhead_bound() -> None:
+    ops = []
+    for i in range(4):  # 4 x (Linear 256 -> 256, ReLU) at batch 1
+        ops.append(replace(matmul(1, 256, 256), module=f"l{i}"))
+        ops.append(Op("aten.relu", "pointwise", "forward", f"l{i}", "bf16", 256.0, 512.0, 512.0))
+    e = estimate(trace_of(*ops), CAT.get("H100 SXM5"))
+    assert e.bound == "overhead"
+    assert e.overhead_s > 0.8 * e.step_s
+
+
+def test_wave_quantization() -> None:
+    # 108 SMs: a GEMM with exactly 108 tiles fills one wave, 109 tiles need two.
+    full = gemm_utilization(1, 108 * 256, 128, 4096, 108)
+    one_more = gemm_utilization(1, 108 * 256 + 16, 128, 4096, 108)
+    assert full == pytest.approx(1.0)
+    assert one_more < full
+
+
+def test_tf32_falls_back_to_fp32_on_volta() -> None:
+    v100 = CAT.get("V100 SXM2 16GB")
+    e = estimate(trace_of(matmul(4096, 4096, 4096, "tf32", 4), precision="tf32"), v100)
+    assert e.top_ops[0].dtype == "fp32"
+    assert any("tf32" in n for n in e.notes)
+
+
+def test_geforce_fp16_runs_at_the_fp32_accumulate_rate() -> None:
+    g4090, a6000ada = CAT.get("RTX 4090"), CAT.get("RTX 6000 Ada")
+    op = matmul(8192, 8192, 8192, "fp16")
+    t4090 = estimate(trace_of(op, precision="fp16"), g4090).top_ops[0].seconds
+    t6000 = estimate(trace_of(op, precision="fp16"), a6000ada).top_ops[0].seconds
+    # same AD102 die; the workstation card runs FP16 with FP32 accumulate at full rate
+    assert t4090 > 1.5 * t6000
+
+
+def test_sparsity_speeds_up_eligible_matmul_math_only() -> None:
+    a100 = CAT.get("A100 SXM4 80GB")
+    dense = matmul(8192, 8192, 8192)
+    sparse = replace(dense, sparse=True)
+    add = Op("aten.add", "pointwise", "forward", "", "bf16", 1e8, 4e8, 2e8)
+    d = estimate(trace_of(dense, add), a100)
+    s = estimate(trace_of(sparse, add), a100)
+    assert s.compute_s < d.compute_s
+    assert s.memory_s == pytest.approx(d.memory_s)
+
+
+def _scaled(spec, bw: float = 1.0, peak: float = 1.0):  # type: ignore[no-untyped-def]
+    return replace(spec, memory_bandwidth_gbps=spec.memory_bandwidth_gbps * bw,
+                   peak_tflops={k: v * peak for k, v in spec.peak_tflops.items()}, measured=())
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["matmul", "pointwise", "conv", "attention"]),
+                         st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096)), min_size=1, max_size=6)
+
+
+def _ops(spec: list[tuple[str, int, int, int]]) -> list[Op]:
+    out = []
+    for cat, m, n, k in spec:
+        if cat == "pointwise":
+            out.append(Op("aten.mul", "pointwise", "forward", "", "bf16", float(m * n), 4.0 * m * n, 2.0 * m * n))
+        else:
+            out.append(replace(matmul(m, n, k), category=cat))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS, st.floats(1.0, 4.0), st.floats(1.0, 4.0), st.sampled_from(["a100-sxm4-80gb", "rtx-4090", "v100-sxm2-16gb", "mi300x"]))
+def test_more_bandwidth_or_more_peak_is_never_slower(spec, bw, peak, gid) -> None:  # type: ignore[no-untyped-def]
+    g = CAT.get(gid)
+    t = trace_of(*_ops(spec))
+    base = estimate(t, replace(g, measured=())).step_s
+    assert estimate(t, _scaled(g, bw=bw)).step_s <= base * (1 + 1e-9)
+    assert estimate(t, _scaled(g, peak=peak)).step_s <= base * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["pointwise", "reduction", "matmul", "view"]), st.integers(1, 1 << 22)),
+                min_size=1, max_size=12), st.sampled_from(["h100-sxm5-80gb", "rtx-3090", "t4"]))
+def test_compile_is_never_slower_than_eager(spec, gid) -> None:  # type: ignore[no-untyped-def]
+    ops = []
+    for i, (cat, n) in enumerate(spec):
+        if cat == "matmul":
+            ops.append(replace(matmul(64, 64, 64), ins=(i,), in_bytes=(1.0,), outs=(i + 1,), out_bytes=(1.0,)))
+        else:
+            ops.append(Op(f"aten.{cat}", cat, "forward", "", "bf16", float(n), 4.0 * n, 2.0 * n,
+                          kernels=0.0 if cat == "view" else 1.0, fusible=cat != "view",
+                          ins=(i,), in_bytes=(4.0 * n,), outs=(i + 1,), out_bytes=(2.0 * n,)))
+    t = trace_of(*ops)
+    g = CAT.get(gid)
+    assert estimate(t, g, Plan(compile=True)).step_s <= estimate(t, g, Plan()).step_s * (1 + 1e-9)
+
+
+def test_data_parallel_adds_communication_and_scales_throughput() -> None:
+    ops = [matmul(8192, 8192, 8192), replace(matmul(8192, 8192, 16384), phase="backward")]
+    t = trace_of(*ops, task="train", precision="amp-bf16", params=100_000_000)
+    a100 = CAT.get("A100 SXM4 80GB")
+    one = estimate(t, a100, Plan(gpus=1))
+    eight = estimate(t, a100, Plan(gpus=8))
+    sixteen = estimate(t, a100, Plan(gpus=16))  # two nodes: the network is the bottleneck
+    assert one.comm_s == 0
+    assert eight.comm_total_s > 0
+    # ring all-reduce of 0.4 GB of FP32 gradients: 2*(n-1)/n * bytes / bus bandwidth
+    bus = a100.scaleup_gbps_per_direction * load_params().nccl_efficiency * 1e9
+    buckets = 16  # ceil(0.4 GB / DDP's 25 MB buckets), each a ring of 2*(n-1) steps of ~4 us latency
+    assert eight.comm_total_s == pytest.approx(2 * 7 / 8 * 4e8 / bus + buckets * 2 * 7 * 4e-6, rel=0.01)
+    assert sixteen.comm_total_s > eight.comm_total_s
+    assert 1 < eight.samples_per_s / one.samples_per_s <= 8
+
+
+def test_no_ddp_overlap_is_slower() -> None:
+    ops = [matmul(2048, 2048, 2048), replace(matmul(2048, 2048, 2048), phase="backward")]
+    t = trace_of(*ops, task="train", precision="amp-bf16", params=200_000_000)
+    g = CAT.get("H100 PCIe")
+    assert estimate(t, g, Plan(gpus=4, ddp_overlap=False)).step_s >= estimate(t, g, Plan(gpus=4)).step_s
+
+
+def test_power_limit_slows_compute() -> None:
+    t = trace_of(matmul(8192, 8192, 8192))
+    g = CAT.get("RTX 4090")
+    assert estimate(t, g, Plan(power_limit_w=350)).step_s > estimate(t, g, Plan()).step_s
+
+
+def test_split_sums_to_step_time() -> None:
+    t = trace_of(matmul(512, 512, 512), Op("aten.relu", "pointwise", "forward", "", "bf16", 1e6, 2e6, 2e6))
+    e = estimate(t, CAT.get("L4"))
+    assert sum(e.split.values()) == pytest.approx(e.step_s)
+    assert e.assumptions["precision"] == "bf16" and "efficiency_source" in e.assumptions
