@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import needs_torch
 
 pytestmark = needs_torch
@@ -47,7 +46,6 @@ def test_bert_large_is_about_335m() -> None:
 
 
 def _flop_counter_total(model, inputs, loss_fn=None) -> float:  # type: ignore[no-untyped-def]
-    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as fc:
@@ -219,6 +217,17 @@ def test_decode_reads_the_kv_cache() -> None:
     assert t.total_flops() < 2.1 * 4 * t.params  # ~2 FLOPs per parameter per token
 
 
+def test_kv_cache_written_in_place_is_not_an_allocation() -> None:
+    """The static KV cache is a model input: writing it in place allocates nothing."""
+    t = _trace("llama-2-7b", task="infer", phase="decode", context=512, batch_size=2, precision="bf16")
+    copies = {i for i, o in enumerate(t.ops) if o.name == "aten.index_copy_"}
+    assert copies
+    assert not [e for e in t.mem_events if e.op_index in copies and e.delta > 0]
+    # allocation ids are unique even when storage addresses are reused
+    allocs = [e.sid for e in t.mem_events if e.delta > 0]
+    assert len(allocs) == len(set(allocs))
+
+
 def test_trace_json_roundtrip() -> None:
     from whichgpu.workload.trace import Trace
 
@@ -253,7 +262,7 @@ def test_factory_with_an_op_that_cannot_run_on_meta(tmp_path: Path) -> None:
         def make():
             return M(), [(8, 4)]
     """))
-    with pytest.raises(CaptureError, match="meta|trace"):
+    with pytest.raises(CaptureError, match=r"meta|trace"):
         _trace(f"{f}:make")
 
 

@@ -5,8 +5,20 @@ from __future__ import annotations
 import typer
 
 from whichgpu.commands.common import (
-    AttentionOpt, BatchOpt, ContextOpt, ImageOpt, JsonOpt, NoCacheOpt, OptimImplOpt, OptimOpt, PhaseOpt,
-    SeqOpt, SparsityOpt, TaskOpt, emit_json, workload_spec,
+    AttentionOpt,
+    BatchOpt,
+    ContextOpt,
+    ImageOpt,
+    JsonOpt,
+    NoCacheOpt,
+    OptimImplOpt,
+    OptimOpt,
+    PhaseOpt,
+    SeqOpt,
+    SparsityOpt,
+    TaskOpt,
+    emit_json,
+    workload_spec,
 )
 from whichgpu.errors import InputError
 
@@ -36,7 +48,7 @@ def analyze(
 
     spec = workload_spec(model, task, batch_size, seq_len, image_size, precision, optimizer, optimizer_impl,
                          phase, context, sparsity, attention)
-    trace = get_trace(spec, use_cache=not no_cache)  # type: ignore[arg-type]
+    trace = get_trace(spec, use_cache=not no_cache)
     from whichgpu.report.trace import trace_document
 
     if json_out:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from whichgpu.hardware.catalog import Catalog, load_catalog
+from whichgpu.workload.spec import WorkloadSpec
 
 CatalogOpt = typer.Option(
     None, "--catalog", metavar="DIR",
@@ -39,9 +40,8 @@ NoCacheOpt = typer.Option(False, "--no-cache", help="Recapture instead of using 
 
 def workload_spec(model: str, task: str, batch_size: int | None, seq_len: int | None, image_size: int | None,
                   precision: str, optimizer: str | None, optimizer_impl: str, phase: str, context: int | None,
-                  sparsity: str, attention: str | None) -> object:
+                  sparsity: str, attention: str | None) -> WorkloadSpec:
     from whichgpu.errors import InputError
-    from whichgpu.workload.spec import WorkloadSpec
 
     options: tuple[tuple[str, object], ...] = ()
     if attention is not None:

@@ -8,8 +8,22 @@ from typing import Any
 import typer
 
 from whichgpu.commands.common import (
-    AttentionOpt, BatchOpt, CatalogOpt, ContextOpt, ImageOpt, JsonOpt, NoCacheOpt, OptimImplOpt, OptimOpt,
-    PhaseOpt, SeqOpt, SparsityOpt, TaskOpt, emit_json, get_catalog, workload_spec,
+    AttentionOpt,
+    BatchOpt,
+    CatalogOpt,
+    ContextOpt,
+    ImageOpt,
+    JsonOpt,
+    NoCacheOpt,
+    OptimImplOpt,
+    OptimOpt,
+    PhaseOpt,
+    SeqOpt,
+    SparsityOpt,
+    TaskOpt,
+    emit_json,
+    get_catalog,
+    workload_spec,
 )
 from whichgpu.errors import InputError
 
@@ -71,9 +85,9 @@ def estimate_cmd(
         options.append(("memory_format", "channels_last"))
     base = workload_spec(model, task, batch_size, seq_len, image_size, "amp-bf16" if precision == "auto" else precision,
                          optimizer, optimizer_impl, phase, context, sparsity, attention)
-    base = replace(base, options=tuple(base.options) + tuple(options), checkpointing=checkpointing,  # type: ignore[arg-type]
+    base = replace(base, options=tuple(base.options) + tuple(options), checkpointing=checkpointing,
                    finetune=finetune, lora_rank=lora_rank)
-    resolved, src = resolve(base)  # type: ignore[arg-type]
+    resolved, src = resolve(base)
     serving = task == "infer" and phase == "full" and _is_causal_lm(src)
     results: list[dict[str, Any]] = []
     traces: dict[Any, Any] = {}

@@ -22,7 +22,7 @@ SORT_FIELDS: dict[str, Any] = {
     "boost_clock_mhz": lambda s: s.boost_clock_mhz,
     "tdp_w": lambda s: s.tdp_w,
     "scaleup_gbps_per_direction": lambda s: s.scaleup_gbps_per_direction,
-    **{f"{dt}_{'tops' if dt.startswith('int') else 'tflops'}": (lambda dt: lambda s: s.peak(dt))(dt) for dt in COMPUTE_DTYPES},
+    **{f"{dt}_{'tops' if dt.startswith('int') else 'tflops'}": (lambda d: lambda s: s.peak(d))(dt) for dt in COMPUTE_DTYPES},
     "launch_msrp_usd": lambda s: s.price.launch_msrp_usd,
     "street_usd": lambda s: s.price.street_usd,
     "cloud_usd_per_hour": lambda s: s.price.cloud_usd_per_hour,

@@ -247,9 +247,10 @@ def run(rows: Iterable[dict[str, str]], catalog: Catalog, params: Any = None,
     for i, row in enumerate(rows):
         if progress:
             progress(i, len(rows))
-        base = dict(model=row.get("model", ""), gpu=row.get("gpu", ""), precision=row.get("precision", ""),
-                    task=row.get("task", ""), gpu_count=int(row.get("gpu_count") or 1) if (row.get("gpu_count") or "1").isdigit() else 1,
-                    batch=row.get("batch_size_per_gpu", ""))
+        count = int(row.get("gpu_count") or 1) if (row.get("gpu_count") or "1").isdigit() else 1
+        base: dict[str, Any] = dict(model=row.get("model", ""), gpu=row.get("gpu", ""),
+                                    precision=row.get("precision", ""), task=row.get("task", ""),
+                                    gpu_count=count, batch=row.get("batch_size_per_gpu", ""))
         try:
             job = row_job(row, catalog)
             key = job.spec

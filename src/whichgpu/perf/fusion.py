@@ -86,6 +86,6 @@ def _merge(run: list[tuple[int, Op]], last: dict[int, int]) -> Op:
         name=f"fused[{len(run)}]", category="pointwise", phase=first.phase, module=first.module,
         dtype=first.dtype, flops=flops, bytes_read=read, bytes_written=written, count=first.count,
         kernels=float(max(1, reductions)), modelled=all(o.modelled for _, o in run), mm=None,
-        sparse=False, fusible=True, block=first.block, tags=("fused",) + tuple(sorted({o.name.split(".")[-1] for _, o in run}))[:6],
+        sparse=False, fusible=True, block=first.block, tags=("fused", *tuple(sorted({o.name.split(".")[-1] for _, o in run}))[:6]),
         shapes=f"{len(run)} ops fused", ins=ins, in_bytes=(), outs=(), out_bytes=(),
     )

@@ -85,7 +85,6 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
     ratio = dettmers_ratio(results) if explain else {}
     for r in results:
         e: StepEstimate = r["est"]
-        t: Trace = r["trace"]
         s = e.step_s or 1.0
         split = [f"{100 * e.compute_s / s:.0f}%", f"{100 * e.memory_s / s:.0f}%", f"{100 * e.overhead_s / s:.0f}%",
                  f"{100 * e.comm_s / s:.0f}%"]

@@ -82,10 +82,11 @@ class PolicyMode(TorchFunctionMode):
             return self._sdpa(*args, **kwargs)
         if func is F.dropout or func is torch.dropout:
             return self._dropout(*args, **kwargs)
-        if self.low is not None:
+        low = self.low
+        if low is not None:
             name = getattr(func, "__name__", "")
             if name in LOW_PRECISION:
-                args, kwargs = tree_map(lambda a: self._cast(a, self.low), (args, kwargs))
+                args, kwargs = tree_map(lambda a: self._cast(a, low), (args, kwargs))
             elif name in FP32:
                 args, kwargs = tree_map(lambda a: self._cast(a, torch.float32), (args, kwargs))
             elif name in PROMOTE:
@@ -102,7 +103,7 @@ class PolicyMode(TorchFunctionMode):
         if p >= 1.0:
             return input * 0.0
         out, _mask = torch.native_dropout(input, p, True)
-        return out  # type: ignore[no-any-return]
+        return out
 
     def _sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,

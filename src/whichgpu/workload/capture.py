@@ -29,8 +29,8 @@ from whichgpu.workload.autocast import PolicyMode
 from whichgpu.workload.costs import REGISTRY, Cost, fallback_category
 from whichgpu.workload.optim import OptimizerSpec, ParamGroup, optimizer_ops
 from whichgpu.workload.precision import SHORT, Precision
-from whichgpu.workload.tracker import Tracker
 from whichgpu.workload.trace import MemEvent, Op, Trace
+from whichgpu.workload.tracker import Tracker
 from whichgpu.workload.zoo.base import Built
 
 _SHORT = {getattr(torch, k): v for k, v in SHORT.items() if hasattr(torch, k)}
@@ -85,7 +85,8 @@ class CaptureState:
     ops: list[_Raw] = field(default_factory=list)
     events: list[tuple[int, int, int, str]] = field(default_factory=list)  # (op index, delta, sid, module)
     live: dict[int, Any] = field(default_factory=dict)
-    sid_module: dict[int, str] = field(default_factory=dict)
+    sid_module: dict[int, str] = field(default_factory=dict)  # allocation id -> module
+    external: set[int] = field(default_factory=set)  # storages that exist before the step (inputs, buffers)
     rnn_modules: frozenset[str] = frozenset()
     alloc_id: dict[int, int] = field(default_factory=dict)  # storage cdata -> allocation number
     next_id: int = 1
@@ -93,9 +94,9 @@ class CaptureState:
     memory_format: str = "channels_first"
 
 
-class _Recorder(TorchDispatchMode):
+class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self, state: CaptureState, tracker: Tracker) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.s = state
         self.tracker = tracker
 
@@ -193,13 +194,15 @@ class _Recorder(TorchDispatchMode):
         for o in outs:
             st = o.untyped_storage()
             sid = st._cdata
-            if sid not in s.live and sid not in s.param_storages:
+            if sid not in s.live and sid not in s.param_storages and sid not in s.external:
+                # Events are keyed by allocation number: storage addresses are reused after frees.
                 nbytes = int(st.nbytes())
-                s.events.append((idx, nbytes, sid, module))
-                s.sid_module[sid] = module
-                s.live[sid] = weakref.ref(st, _free_cb(s, sid, nbytes))
-                s.alloc_id[sid] = s.next_id
+                aid_new = s.next_id
                 s.next_id += 1
+                s.events.append((idx, nbytes, aid_new, module))
+                s.sid_module[aid_new] = module
+                s.live[sid] = weakref.ref(st, _free_cb(s, sid, aid_new, nbytes))
+                s.alloc_id[sid] = aid_new
             if category != "view":
                 aid = s.alloc_id.get(sid, 0)
                 flow_out[aid] = flow_out.get(aid, 0.0) + float(o.numel() * o.element_size())
@@ -246,11 +249,12 @@ class _Recorder(TorchDispatchMode):
         return total, extra
 
 
-def _free_cb(s: CaptureState, sid: int, nbytes: int) -> Callable[[Any], None]:
+def _free_cb(s: CaptureState, sid: int, aid: int, nbytes: int) -> Callable[[Any], None]:
     def cb(_: Any) -> None:
         s.live.pop(sid, None)
-        s.alloc_id.pop(sid, None)
-        s.events.append((len(s.ops) - 1, -nbytes, sid, ""))
+        if s.alloc_id.get(sid) == aid:
+            s.alloc_id.pop(sid, None)
+        s.events.append((len(s.ops) - 1, -nbytes, aid, ""))
     return cb
 
 
@@ -336,11 +340,13 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
     if task == "train":
         def _set_recompute(flag: bool) -> None:
             state.recompute = flag
+            if not flag:
+                policy.clear_cache()  # casts made for a recomputation die with it, as autocast's do
 
         def _policy_ctx() -> Any:
             from torch.overrides import _get_current_function_mode_stack
 
-            active = any(m is policy for m in _get_current_function_mode_stack())
+            active = any(m is policy for m in _get_current_function_mode_stack())  # type: ignore[no-untyped-call]
             return contextlib.nullcontext() if active else policy
 
         apply_checkpointing(model, checkpointing, repeats, lambda: state.phase == "backward", _set_recompute,
@@ -349,6 +355,9 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         state.param_storages[p.untyped_storage()._cdata] = pname
     state.rnn_modules = frozenset(n for n, m in model.named_modules() if isinstance(m, nn.RNNBase))
     input_tensors = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
+    # Inputs (including KV caches written in place) and buffers exist before the step.
+    state.external = {t.untyped_storage()._cdata for t in input_tensors} | {
+        b.untyped_storage()._cdata for b in model.buffers()}
     input_bytes = sum(t.untyped_storage().nbytes() for t in {t.untyped_storage()._cdata: t for t in input_tensors}.values())
     for t in input_tensors:
         if t.device.type != "meta":
@@ -377,11 +386,13 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
                     del out
                     policy.clear_cache()
                     state.phase = "backward"
-                    loss.backward()
+                    loss.backward()  # type: ignore[no-untyped-call]
                     del loss
                 for p in model.parameters():
                     if p.grad is not None:
-                        grad_sids.add(p.grad.untyped_storage()._cdata)
+                        aid = state.alloc_id.get(p.grad.untyped_storage()._cdata)
+                        if aid is not None:
+                            grad_sids.add(aid)
             else:
                 with torch.no_grad():
                     out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)

@@ -20,7 +20,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 
 from whichgpu.errors import InputError
 
@@ -93,5 +97,5 @@ def apply_checkpointing(model: nn.Module, mode: str, repeats: dict[str, int], in
                 return checkpoint(_run, *args, use_reentrant=False, context_fn=ctx_fn, **kwargs)
             return checkpoint(_run, *args, use_reentrant=False, **kwargs)
 
-        mod.forward = fwd  # type: ignore[method-assign]
+        mod.forward = fwd
     return len(chosen)

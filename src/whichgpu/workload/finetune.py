@@ -5,10 +5,11 @@ update x A^T B^T * (alpha / r) with A (r x in) and B (out x r) trainable. Target
 linear layers except the output head ("all-linear", as PEFT and the QLoRA paper use).
 Frozen weights get no weight-gradient GEMMs in backward: only the activation-gradient ones.
 
-QLoRA (Dettmers et al. 2023): the frozen base weights are stored in 4-bit NF4 (0.5 byte per
-weight plus one FP32 absmax per 64 weights, double quantisation ignored) and dequantised to
-BF16 for every matmul, forward and backward (bitsandbytes MatMul4Bit re-dequantises in
-backward instead of saving the BF16 weight).
+QLoRA (Dettmers et al. 2023): the frozen base weights are stored in 4-bit NF4 with double
+quantisation (0.5 byte per weight, an 8-bit absmax per 64 weights and an FP32 second-level
+constant per 256 absmaxes: 4.127 bits per weight, paper section 3) and dequantised to BF16 for
+every matmul, forward and backward (bitsandbytes MatMul4Bit re-dequantises in backward instead
+of saving the BF16 weight).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from whichgpu.errors import InputError
@@ -26,13 +26,14 @@ from whichgpu.workload.costs import Cost, mm_flops, register
 
 HEAD_NAMES = ("lm_head", "classifier", "score", "qa_outputs", "cls", "head", "fc", "decoder")
 NF4_BLOCK = 64
+NF4_BLOCK2 = 256  # absmaxes per second-level (double-quantisation) constant
 
 
 class LoRALinear(nn.Module):
     def __init__(self, base: nn.Module, rank: int, alpha: float | None = None) -> None:
         super().__init__()
         self.base = base
-        out_f, in_f = base.out_features, base.in_features
+        out_f, in_f = int(base.out_features), int(base.in_features)  # type: ignore[arg-type]
         self.lora_A = nn.Linear(in_f, rank, bias=False)
         self.lora_B = nn.Linear(rank, out_f, bias=False)
         self.scaling = (alpha or 2 * rank) / rank
@@ -49,11 +50,13 @@ class NF4Linear(nn.Module):
         self.in_features, self.out_features = lin.in_features, lin.out_features
         n = lin.in_features * lin.out_features
         self.register_buffer("qweight", torch.empty(n // 2, dtype=torch.uint8, device="meta"))
-        self.register_buffer("absmax", torch.empty(math.ceil(n / NF4_BLOCK), dtype=torch.float32, device="meta"))
+        self.register_buffer("absmax", torch.empty(math.ceil(n / NF4_BLOCK), dtype=torch.uint8, device="meta"))
+        self.register_buffer("absmax2", torch.empty(math.ceil(n / NF4_BLOCK / NF4_BLOCK2), dtype=torch.float32,
+                                                    device="meta"))
         self.bias = None if lin.bias is None else nn.Parameter(lin.bias.detach(), requires_grad=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        y = torch.ops.whichgpu.nf4_linear(x, self.qweight, self.absmax, self.out_features)
+        y: Tensor = torch.ops.whichgpu.nf4_linear(x, self.qweight, self.absmax, self.out_features)
         return y if self.bias is None else y + self.bias
 
 
@@ -93,9 +96,10 @@ nf4_linear.register_autograd(_backward, setup_context=_setup)
 
 
 def _nf4_cost(x: Any, n_weights: float, out_elems: float, m: int, n: int, k: int) -> Cost:
-    # dequantize_4bit: read 0.5 B/weight + absmax, write the BF16 weight; the GEMM reads it back.
+    # dequantize_4bit: read 0.5 B/weight + the 8-bit absmaxes (+ their FP32 constants), write the
+    # BF16 weight; the GEMM reads it back.
     wbytes16 = 2.0 * n_weights
-    deq_read = 0.5 * n_weights + 4.0 * n_weights / NF4_BLOCK
+    deq_read = 0.5 * n_weights + n_weights / NF4_BLOCK + 4.0 * n_weights / (NF4_BLOCK * NF4_BLOCK2)
     return Cost(mm_flops(m, n, k) + 2.0 * n_weights, "matmul", mm=(1, m, n, k), kernels=2,
                 bytes_read=deq_read + wbytes16 + x.numel() * x.element_size(),
                 bytes_written=wbytes16 + out_elems * x.element_size(), matmul_dtype_from=0,
@@ -145,7 +149,3 @@ def apply_finetune(model: nn.Module, mode: str, rank: int) -> int:
             adapted = LoRALinear(base, rank)
         setattr(parent, attr, adapted)
     return len(targets)
-
-
-def linear_bias_free(x: Tensor, w: Tensor) -> Tensor:  # pragma: no cover - helper for typing
-    return F.linear(x, w)

@@ -74,24 +74,25 @@ def _model_class(tf: Any, conf: Any, req: BuildRequest) -> Any:
         cls = getattr(tf, name, None)
         if cls is not None:
             return cls
-    return tf.AutoModel._model_mapping[type(conf)] if type(conf) in tf.AutoModel._model_mapping else tf.AutoModel
+    return tf.AutoModel._model_mapping.get(type(conf), tf.AutoModel)
 
 
 def layer_list(model: nn.Module) -> str | None:
     """Module path of the shallowest 2-long ModuleList named like a layer stack."""
     best = None
     for name, mod in model.named_modules():
-        if isinstance(mod, nn.ModuleList) and len(mod) == 2 and name.split(".")[-1] in ("layers", "layer", "h", "blocks", "block"):
-            if best is None or name.count(".") < best.count("."):
-                best = name
+        if (isinstance(mod, nn.ModuleList) and len(mod) == 2
+                and name.split(".")[-1] in ("layers", "layer", "h", "blocks", "block")
+                and (best is None or name.count(".") < best.count("."))):
+            best = name
     return best
 
 
 def _inputs(conf: Any, req: BuildRequest, path: str) -> tuple[dict[str, Any], Any, int, int]:
     b = req.batch_size
     if getattr(conf, "model_type", "") in ("vit", "deit", "beit", "convnext", "resnet", "swin", "dinov2"):
-        img = req.image_size or getattr(conf, "image_size", 224)
-        x = {"pixel_values": torch.empty(b, getattr(conf, "num_channels", 3), img, img, device="meta")}
+        img = int(req.image_size or getattr(conf, "image_size", 224))
+        x = {"pixel_values": torch.empty(b, int(getattr(conf, "num_channels", 3)), img, img, device="meta")}
         labels = torch.zeros(b, dtype=torch.long, device="meta")
         return x, lambda out, _i: F.cross_entropy(out.logits.float(), labels), b, 0
     s = req.seq_len or 0

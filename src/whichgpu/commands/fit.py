@@ -1,0 +1,99 @@
+"""`whichgpu fit`: will it fit, the largest batch that fits, and what to change when it does not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import typer
+
+from whichgpu.commands.common import (
+    AttentionOpt,
+    BatchOpt,
+    CatalogOpt,
+    ContextOpt,
+    ImageOpt,
+    JsonOpt,
+    NoCacheOpt,
+    OptimImplOpt,
+    OptimOpt,
+    PhaseOpt,
+    SeqOpt,
+    TaskOpt,
+    emit_json,
+    get_catalog,
+    workload_spec,
+)
+from whichgpu.errors import InputError
+
+
+def fit_cmd(
+    model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
+    gpu: str = typer.Option(..., "--gpu", help="GPU name (id, product name or alias)."),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs the model states are sharded over (and data-parallel replicas)."),
+    task: str = TaskOpt,
+    batch_size: int = BatchOpt,
+    seq_len: int = SeqOpt,
+    image_size: int = ImageOpt,
+    precision: str = typer.Option(None, "--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16, fp8, int8, int4 (default: amp-bf16 for training, bf16 for inference)."),
+    optimizer: str = OptimOpt,
+    optimizer_impl: str = OptimImplOpt,
+    checkpointing: str = typer.Option("none", "--checkpointing", help="Activation checkpointing of the repeated blocks: none, selective or full."),
+    sharding: str = typer.Option("ddp", "--sharding", help="ddp, zero1, zero2, zero3, fsdp-full (= ZeRO-3) or fsdp-grad-op (= ZeRO-2)."),
+    offload_optimizer: bool = typer.Option(False, "--offload-optimizer", help="Optimizer states in CPU RAM (ZeRO-Offload / FSDP CPU offload)."),
+    finetune: str = typer.Option("full", "--finetune", help="full, lora or qlora (LoRA on a 4-bit NF4 base)."),
+    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
+    phase: str = PhaseOpt,
+    context: int = ContextOpt,
+    attention: str = AttentionOpt,
+    grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches per optimizer step (gradients then stay live through the step)."),
+    no_master_weights: bool = typer.Option(False, "--no-master-weights", help="16-bit parameters without FP32 master weights (plain torch.optim on bf16/fp16 parameters)."),
+    no_search: bool = typer.Option(False, "--no-search", help="Skip the search for the largest batch that fits."),
+    no_cache: bool = NoCacheOpt,
+    json_out: bool = JsonOpt,
+    catalog: str = CatalogOpt,
+) -> None:
+    """Peak memory per GPU with a line-by-line breakdown, fits or not, the largest batch that fits
+    and, when it does not fit, the changes that would make it fit."""
+    from whichgpu.memory import MemoryPlan
+    from whichgpu.memory.fit import fit
+    from whichgpu.workload.api import get_trace, resolve
+
+    g = get_catalog(catalog).get(gpu)
+    plan = MemoryPlan(gpus=gpus, sharding=sharding, offload_optimizer=offload_optimizer, finetune=finetune,
+                      grad_accum=grad_accum, master_weights=not no_master_weights)
+    plan.validate(task)
+    prec = precision or ("amp-bf16" if task == "train" else "bf16")
+    spec: Any = workload_spec(model, task, batch_size, seq_len, image_size, prec, optimizer, optimizer_impl, phase,
+                              context, "none", attention)
+    spec = replace(spec, checkpointing=checkpointing, finetune=finetune, lora_rank=lora_rank)
+    spec, _src = resolve(spec)  # validates sizes and names before any capture
+    traces: dict[Any, Any] = {}
+
+    def trace_for(**changes: Any) -> Any:
+        s = replace(spec, **changes)
+        if s not in traces:
+            traces[s] = get_trace(s, use_cache=not no_cache)
+        return traces[s]
+
+    trace = trace_for()
+    if json_out:
+        report = fit(trace, g, plan, trace_for, search_batch=not no_search)
+    else:
+        from whichgpu.report.console import err_console
+
+        with err_console.status("estimating (new batch sizes and variants are traced once, then cached)"):
+            report = fit(trace, g, plan, trace_for, search_batch=not no_search)
+    from whichgpu.report.memory import fit_document, never_fits_message, print_fit
+
+    meta = {"finetune": trace.finetune, "checkpointing": trace.checkpointing, "lora_rank": lora_rank if finetune != "full" else None}
+    if json_out:
+        emit_json("whichgpu.memory/1", fit_document(report, meta))
+    else:
+        print_fit(report, meta)
+    if report.never_fits:
+        raise InputError(never_fits_message(report))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fit")(fit_cmd)

@@ -1,0 +1,161 @@
+"""Peak memory per GPU of one step: a breakdown where every line says how it was obtained.
+
+    training:  weights + master weights + optimizer states + gathered shards + inputs
+               + max(forward/backward: activations(t) + gradients(t),       [lifetime simulation]
+                     optimizer step: all gradients + optimizer temporaries)
+               + communication buffers + workspace + CUDA context + fragmentation
+    inference: weights + KV cache + inputs + activation peak + workspace + context + fragmentation
+
+The lines are evaluated at the peak moment, so they add up to the total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.memory.allowances import workspace
+from whichgpu.memory.inference import inference
+from whichgpu.memory.lines import ZERO, MemoryLine, gb, precision_of
+from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.training import training
+from whichgpu.units import GB, GiB
+from whichgpu.workload.trace import Trace
+
+# GPU memory comes in power-of-two devices: a "80 GB" card has 80 GiB. The driver keeps a little:
+# cudaMemGetInfo totals (PyTorch's OOM message "total capacity") are 23.68 of 24 GiB (RTX 4090)
+# and 7.78 of 8 GiB (RTX 3070); GDDR cards with ECC on lose ~6% more (T4: 14.75 of 16 GiB).
+USABLE_FRACTION = 0.985
+
+
+LINE_TITLES: dict[str, str] = {
+    "weights": "weights", "gradients": "gradients", "master_weights": "master weights",
+    "optimizer_states": "optimizer states", "optimizer_temporaries": "optimizer step temporaries",
+    "activations": "activations", "gathered_params": "gathered parameters", "kv_cache": "KV cache",
+    "inputs": "inputs", "comm_buffers": "communication buffers", "workspace": "workspace",
+    "cuda_context": "CUDA context", "fragmentation": "allocator fragmentation",
+}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU peak memory of one step and where it goes."""
+
+    model: str
+    task: str
+    phase: str
+    batch_size: int
+    seq_len: int | None
+    image_size: int | None
+    context: int | None
+    precision: str
+    optimizer: str
+    gpu_id: str
+    gpu_name: str
+    plan: MemoryPlan
+    weights: MemoryLine
+    gradients: MemoryLine
+    master_weights: MemoryLine
+    optimizer_states: MemoryLine
+    optimizer_temporaries: MemoryLine
+    activations: MemoryLine
+    gathered_params: MemoryLine
+    kv_cache: MemoryLine
+    inputs: MemoryLine
+    comm_buffers: MemoryLine
+    workspace: MemoryLine
+    cuda_context: MemoryLine
+    fragmentation: MemoryLine
+    total_bytes: float
+    capacity_bytes: float
+    peak_phase: str  # "forward" | "backward" | "optimizer step" (training) or the inference phase
+    peak_module: str
+    activation_peak_bytes: float  # largest activation footprint at any moment (incl. block copies)
+    params: int
+    trainable_params: int
+    assumptions: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    @property
+    def headroom_bytes(self) -> float:
+        return self.capacity_bytes - self.total_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        return sum(line.host_bytes for _k, line in self.lines())
+
+    def lines(self) -> tuple[tuple[str, MemoryLine], ...]:
+        return tuple((k, getattr(self, k)) for k in LINE_TITLES)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": {"model": self.model, "task": self.task, "phase": self.phase, "batch_size": self.batch_size,
+                         "seq_len": self.seq_len, "image_size": self.image_size, "context": self.context,
+                         "precision": self.precision, "optimizer": self.optimizer, "params": self.params,
+                         "trainable_params": self.trainable_params},
+            "gpu": {"id": self.gpu_id, "name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
+            "plan": asdict(self.plan),
+            "breakdown": [{"line": k, "title": LINE_TITLES[k], "bytes": v.bytes, "gb": v.bytes / GB,
+                           "host_bytes": v.host_bytes, "assumption": v.assumption} for k, v in self.lines()],
+            "total_bytes": self.total_bytes, "total_gb": self.total_bytes / GB,
+            "capacity_bytes": self.capacity_bytes, "capacity_gb": self.capacity_bytes / GB,
+            "fits": self.fits, "headroom_bytes": self.headroom_bytes, "headroom_gb": self.headroom_bytes / GB,
+            "host_bytes": self.host_bytes, "peak_phase": self.peak_phase, "peak_module": self.peak_module,
+            "activation_peak_bytes": self.activation_peak_bytes,
+            "assumptions": dict(self.assumptions), "notes": list(self.notes),
+        }
+
+
+def capacity_bytes(gpu: GpuSpec) -> float:
+    return gpu.memory_gb * GiB * USABLE_FRACTION
+
+
+def memory_estimate(trace: Trace, gpu: GpuSpec, plan: MemoryPlan | None = None) -> MemoryEstimate:
+    """Peak memory per GPU of one step of `trace` on `gpu` under `plan`."""
+    plan = plan or MemoryPlan()
+    plan.validate(trace.task)
+    prec = precision_of(trace)
+    ws_bytes, ws_text = workspace(gpu, trace)
+    common = {
+        "workspace": MemoryLine(ws_bytes, ws_text),
+        "cuda_context": MemoryLine(plan.cuda_context_bytes, f"{gb(plan.cuda_context_bytes)} per process "
+                                   "(CUDA 12 lazy module loading; outside PyTorch's allocator)"),
+    }
+    if trace.task == "train":
+        parts, peak_phase, module, act_peak, notes = training(trace, plan, prec)
+    else:
+        parts, peak_phase, module, act_peak, notes = inference(trace, plan, prec)
+    parts.update(common)
+    churn = sum(parts[k].bytes for k in ("activations", "gradients", "optimizer_temporaries", "gathered_params")
+                if k in parts)
+    parts["fragmentation"] = MemoryLine(plan.fragmentation * churn, f"{100 * plan.fragmentation:g}% of the memory "
+                                        "that churns in a step (activations, gradients, temporaries, gathered shards)")
+    lines = {k: parts.get(k, ZERO) for k in LINE_TITLES}
+    total = sum(v.bytes for v in lines.values())
+    cap = capacity_bytes(gpu)
+    assumptions = {
+        "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} usable = {gb(cap)}",
+        "precision": f"{prec.name}: {prec.description}",
+        "fragmentation": f"{plan.fragmentation:g} of churning memory",
+        "cuda_context": gb(plan.cuda_context_bytes),
+    }
+    if trace.task == "train":
+        assumptions.update({
+            "sharding": f"{plan.sharding} over {plan.gpus} GPU(s)" + (", optimizer offloaded to CPU" if plan.offload_optimizer else ""),
+            "gradients": ("zero_grad(set_to_none=True): allocated during backward" if plan.set_to_none and plan.grad_accum == 1
+                          else "kept live through the step (set_to_none=False or gradient accumulation)"),
+            "master_weights": ("the FP32 parameters are the master weights" if prec.param_dtype == "float32" else
+                               "FP32 master weights, FP32 gradient copy and FP32 states for the 16-bit parameters"
+                               if plan.master_weights else "none (torch.optim on the 16-bit parameters)"),
+        })
+    return MemoryEstimate(
+        model=trace.model, task=trace.task, phase=trace.phase, batch_size=trace.batch_size, seq_len=trace.seq_len,
+        image_size=trace.image_size, context=trace.context, precision=trace.precision, optimizer=trace.optimizer,
+        gpu_id=gpu.id, gpu_name=gpu.name, plan=plan, total_bytes=total, capacity_bytes=cap, peak_phase=peak_phase,
+        peak_module=module, activation_peak_bytes=act_peak, params=trace.params,
+        trainable_params=trace.trainable_params, assumptions=assumptions, notes=tuple(notes), **lines)

@@ -1,0 +1,52 @@
+"""Inference step memory: weights at the inference precision, the KV cache, one step's activations."""
+
+from __future__ import annotations
+
+from whichgpu.memory.lifetime import simulate
+from whichgpu.memory.lines import MemoryLine, count, param_elem_bytes
+from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.weights import kv_cache_bytes, quantized_weights
+from whichgpu.workload.precision import Precision
+from whichgpu.workload.trace import Trace
+
+Parts = tuple[dict[str, MemoryLine], str, str, float, list[str]]
+
+
+def inference(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
+    """(lines, peak phase, peak module, activation peak, notes) of an inference step."""
+    notes: list[str] = []
+    scheme = prec.name if prec.name in ("int8", "int4", "fp8") else None
+    # FP8 serving stores FP8 weights: no autocast copies of the (traced FP32) weights
+    tl = simulate(trace, grads_in_step=False, drop_weight_casts=scheme == "fp8")
+    pk = tl.activation_peak()
+    meta = trace.model_meta
+    if scheme:
+        qw = quantized_weights(trace.params, scheme, meta)
+        weights = MemoryLine(qw.bytes + trace.buffer_bytes, f"{scheme} weights: " + qw.assumption)
+    else:
+        weights = MemoryLine(float(trace.param_bytes + trace.buffer_bytes),
+                             f"{count(trace.params)} parameters x {trace.param_bytes / max(trace.params, 1):.3g} B ({prec.name})")
+    parts: dict[str, MemoryLine] = {"weights": weights}
+    inputs = float(trace.input_bytes)
+    if trace.phase in ("prefill", "decode"):
+        positions = (trace.seq_len or 0) if trace.phase == "prefill" else (trace.context or 0) + 1
+        kv_elem = 4.0 if prec.name in ("fp32", "tf32") else 2.0
+        kv = kv_cache_bytes(meta, trace.batch_size, positions, kv_elem)
+        stored_elem = param_elem_bytes(prec)
+        traced_layers = int(meta.get("layers") or 0) - sum(int(x) for x in trace.repeats.values())
+        traced = kv_cache_bytes({**meta, "layers": traced_layers}, trace.batch_size, positions, stored_elem) if kv else None
+        if kv is not None and traced is not None:
+            layers, kvh, d = meta["layers"], meta["kv_heads"], meta["head_dim"]
+            parts["kv_cache"] = MemoryLine(kv, f"2 x {layers} layers x {kvh} KV heads x {d} x {positions} positions "
+                                               f"x batch {trace.batch_size} x {kv_elem:g} B"
+                                               + (f" (GQA: {meta.get('heads')} query heads)" if kvh != meta.get("heads") else ""))
+            inputs = max(inputs - traced, 0.0)
+        else:
+            notes.append("KV cache not separated: the model has no decoder description")
+    parts["inputs"] = MemoryLine(inputs, "model inputs of the step (token ids, positions)"
+                                 if trace.seq_len or trace.context else "model inputs of the step")
+    parts["activations"] = MemoryLine(pk.activations, f"lifetime simulation of the trace's {len(trace.mem_events)} "
+                                      f"allocations, one {trace.phase if trace.phase != 'full' else 'forward'} step")
+    if plan.gpus > 1:
+        notes.append(f"{plan.gpus} GPUs: each holds a full replica (data-parallel inference); memory is per GPU")
+    return parts, trace.phase if trace.phase != "full" else "forward", pk.module, pk.activations, notes

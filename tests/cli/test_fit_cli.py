@@ -1,0 +1,140 @@
+"""`whichgpu fit`: fits, does not fit, never fits, suggestions, JSON, bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from whichgpu.cli import app
+
+pytest.importorskip("torch")
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
+        mp.delenv("WHICHGPU_CATALOG", raising=False)
+        yield
+
+
+def run(*args: str) -> Result:
+    return runner.invoke(app, ["fit", *args])
+
+
+def run_json(*args: str, code: int = 0) -> dict[str, Any]:
+    res = run(*args, "--json")
+    assert res.exit_code == code, res.output
+    doc: dict[str, Any] = json.loads(res.stdout)
+    assert doc["schema"] == "whichgpu.memory/1"
+    return doc
+
+
+def test_fits_with_breakdown_and_largest_batch() -> None:
+    res = run("gpt2", "--gpu", "rtx-4090", "-b", "8", "--seq-len", "512")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    for line in ("weights", "gradients", "optimizer states", "activations", "CUDA context", "allocator fragmentation",
+                 "total", "fits", "largest batch that fits", "lifetime simulation"):
+        assert line in out, line
+    assert "what would make it fit" not in out
+
+
+def test_does_not_fit_lists_suggestions() -> None:
+    res = run("gpt2", "--gpu", "rtx-4090", "-b", "64", "--seq-len", "1024")
+    assert res.exit_code == 0, res.output  # a smaller batch fits: not an error
+    out = res.stdout
+    assert "does not fit" in out and "what would make it fit" in out
+    assert "--checkpointing full" in out and "--batch-size" in out and "--seq-len" in out
+
+
+def test_never_fits_is_an_error_that_says_what_would_fit() -> None:
+    res = run("llama-2-7b", "--gpu", "rtx-4090", "-b", "1", "--seq-len", "256")
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:")
+    assert "even at batch 1" in err and "QLoRA" in err
+    assert "Traceback" not in res.output
+    assert "what would make it fit" in res.stdout  # the table is still shown
+
+
+def test_json_document() -> None:
+    d = run_json("gpt2", "--gpu", "h100", "-b", "4", "--seq-len", "256")
+    lines = {x["line"]: x for x in d["breakdown"]}
+    assert set(lines) >= {"weights", "gradients", "master_weights", "optimizer_states", "activations", "kv_cache",
+                          "inputs", "workspace", "cuda_context", "fragmentation"}
+    assert all(x["assumption"] for x in d["breakdown"] if x["bytes"])
+    assert d["total_bytes"] == pytest.approx(sum(x["bytes"] for x in d["breakdown"]))
+    assert lines["weights"]["bytes"] == 124_439_808 * 4  # amp-bf16 keeps FP32 parameters
+    assert d["fits"] is True and d["headroom_bytes"] == pytest.approx(d["capacity_bytes"] - d["total_bytes"])
+    assert d["max_batch"]["batch_size"] > 4 and d["suggestions"] == []
+    assert d["workload"]["model"] == "gpt2" and d["plan"]["sharding"] == "ddp"
+
+
+def test_json_never_fits_still_prints_one_document() -> None:
+    d = run_json("llama-2-7b", "--gpu", "rtx-4090", "-b", "2", "--seq-len", "256", code=2)
+    assert d["fits"] is False and d["max_batch"]["batch_size"] == 0
+    assert d["suggestions_batch_size"] == 1
+    assert any(s["fits"] and s["how"] == "--finetune qlora" for s in d["suggestions"])
+
+
+def test_sharded_training_and_offload() -> None:
+    d = run_json("llama-2-7b", "--gpu", "h100", "-b", "1", "--seq-len", "1024", "--precision", "bf16",
+                 "--sharding", "zero3", "--gpus", "8")
+    lines = {x["line"]: x for x in d["breakdown"]}
+    assert lines["weights"]["bytes"] == pytest.approx(6_738_415_616 * 2 / 8 + 128 / 8)
+    assert lines["gathered_params"]["bytes"] > 0 and lines["comm_buffers"]["bytes"] > 0
+    off = run_json("llama-2-7b", "--gpu", "h100", "-b", "1", "--seq-len", "1024", "--precision", "bf16",
+                   "--sharding", "zero2", "--offload-optimizer", "--no-search")
+    assert off["host_bytes"] > 0 and off["max_batch"] is None
+    assert {x["line"]: x for x in off["breakdown"]}["optimizer_states"]["bytes"] == 0
+
+
+def test_lora_and_checkpointing_flags() -> None:
+    d = run_json("gpt2", "--gpu", "h100", "-b", "4", "--seq-len", "256", "--finetune", "lora", "--lora-rank", "8",
+                 "--checkpointing", "full", "--no-search")
+    assert d["workload"]["trainable_params"] < d["workload"]["params"] / 20
+    assert d["workload"]["finetune"].startswith("lora") and d["workload"]["checkpointing"] == "full"
+
+
+def test_inference_kv_cache() -> None:
+    d = run_json("llama-3-8b", "--gpu", "h100", "--task", "infer", "--phase", "decode", "-b", "8", "--context", "1024",
+                 "--no-search")
+    kv = {x["line"]: x for x in d["breakdown"]}["kv_cache"]
+    assert kv["bytes"] == 2 * 32 * 8 * 128 * 2 * 8 * 1025  # GQA: 8 KV heads
+    assert "GQA" in kv["assumption"]
+    assert {x["line"]: x for x in d["breakdown"]}["gradients"]["bytes"] == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("-b", "0"), "batch size must be > 0"),
+    (("-b", "-3"), "batch size must be > 0"),
+    (("--seq-len", "0"), "must be > 0"),
+    (("--gpus", "0"), "--gpus must be"),
+    (("--optimizer", "adamx"), "unknown optimizer 'adamx'"),
+    (("--sharding", "zero4"), "unknown sharding 'zero4'"),
+    (("--finetune", "dora"), "unknown fine-tuning mode"),
+    (("--checkpointing", "some"), "checkpointing must be"),
+    (("--offload-optimizer",), "--offload-optimizer"),
+    (("--precision", "fp7"), "unknown precision"),
+    (("--task", "infer", "--sharding", "zero3"), "apply to training"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    res = run("gpt2", "--gpu", "h100", "--seq-len", "128", *args) if "--seq-len" not in args else run(
+        "gpt2", "--gpu", "h100", *args)
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+def test_unknown_gpu_and_user_catalog(tmp_path: Any) -> None:
+    res = run("gpt2", "--gpu", "h1000")
+    assert res.exit_code == 2 and "unknown GPU" in res.stderr
+    res = run("gpt2", "--gpu", "h100", "-b", "1", "--seq-len", "64", "--no-search", "--catalog", str(tmp_path))
+    assert res.exit_code == 0, res.output
