@@ -42,6 +42,7 @@ def estimate_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
     gpu: str = typer.Option(..., "--gpu", help="GPU name(s), comma-separated, or 'all' for the whole catalog."),
     gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs (DDP)."),
+    sharding: str = typer.Option("ddp", "--sharding", help="Model-state sharding for memory: ddp, zero1, zero2, zero3, fsdp-full, fsdp-grad-op."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node sharing the scale-up link."),
     network: str = typer.Option("ib-hdr-200", "--network", help="Inter-node fabric per GPU: ib-ndr-400, ib-hdr-200, ib-edr-100, eth-100, eth-25, efa-400."),
     task: str = TaskOpt,
@@ -97,6 +98,10 @@ def estimate_cmd(
             traces[spec] = get_trace(spec, use_cache=not no_cache)
         return traces[spec]
 
+    from whichgpu.memory import MemoryPlan, memory_estimate
+
+    mplan = MemoryPlan(gpus=gpus, sharding=sharding, finetune=finetune, grad_accum=grad_accum)
+    mplan.validate(task)
     for g in specs:
         prec, why = (auto_precision(g, task) if precision == "auto" else (precision, "as requested"))
         spec = replace(base, precision=prec)
@@ -104,12 +109,13 @@ def estimate_cmd(
             pre = trace_for(replace(spec, phase="prefill"))
             dec = trace_for(replace(spec, phase="decode", context=resolved.seq_len))
             ep, ed = estimate(pre, g, plan, top=top), estimate(dec, g, plan, top=top)
+            mem = max((memory_estimate(t, g, mplan) for t in (pre, dec)), key=lambda m: m.total_bytes)
             results.append({"gpu": g, "precision": prec, "precision_reason": why, "est": ed, "trace": dec,
-                            "prefill": ep, "prefill_trace": pre})
+                            "prefill": ep, "prefill_trace": pre, "memory": mem})
         else:
             tr = trace_for(spec)
             results.append({"gpu": g, "precision": prec, "precision_reason": why, "est": estimate(tr, g, plan, top=top),
-                            "trace": tr})
+                            "trace": tr, "memory": memory_estimate(tr, g, mplan)})
     from whichgpu.report.estimate import estimate_document, print_estimates
 
     if json_out:

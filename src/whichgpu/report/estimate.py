@@ -54,6 +54,10 @@ def estimate_document(results: list[dict[str, Any]], plan: Plan, explain: bool) 
                             "decode_bound": e.bound, "context": t.context, "batch": t.batch_size}
         if explain:
             d["explain"] = {"bandwidth_ratio_samples_per_s": bw_ratio.get(r["gpu"].id)}
+        m = r.get("memory")
+        if m is not None:
+            d["memory"] = {"total_bytes": m.total_bytes, "capacity_bytes": m.capacity_bytes, "fits": m.fits,
+                           "headroom_bytes": m.headroom_bytes}
         out.append(d)
     return {"plan": {"gpus": plan.gpus, "gpus_per_node": plan.gpus_per_node, "network": plan.network,
                      "compile": plan.compile, "overlap": plan.overlap, "ddp_overlap": plan.ddp_overlap,
@@ -77,7 +81,7 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
     cols = ["GPU", "precision", "step", "samples/s"] + (["tokens/s"] if t0.tokens and not serving else [])
     if serving:
         cols = ["GPU", "precision", "time to 1st token", "decode tok/s", "decode step", "decode bound"]
-    cols += ["MFU", "bound", "compute", "memory", "overhead", "comm"]
+    cols += ["MFU", "bound", "compute", "memory", "overhead", "comm", "GPU memory"]
     if explain:
         cols += ["BW-ratio est."]
     for c in cols:
@@ -96,7 +100,10 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
             row = [r["gpu"].name, r["precision"], fmt_time(e.step_s), fmt_rate(e.samples_per_s, "/s")]
             if t0.tokens:
                 row.append(fmt_rate(e.tokens_per_s, "tok/s"))
-        row += [f"{100 * e.mfu:.0f}%", e.bound, *split]
+        m = r.get("memory")
+        mem = "-" if m is None else (f"{m.total_bytes / 1e9:.1f}/{m.capacity_bytes / 1e9:.0f} GB"
+                                     + ("" if m.fits else " [red]DOES NOT FIT[/]"))
+        row += [f"{100 * e.mfu:.0f}%", e.bound, *split, mem]
         if explain:
             row.append(fmt_rate(ratio[r["gpu"].id], "/s"))
         tb.add_row(*row)
@@ -116,6 +123,11 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
     reasons = {f"{r['gpu'].id}: {r['precision']} ({r['precision_reason']})" for r in results if r["precision_reason"] != "as requested"}
     if reasons and len(reasons) <= 6:
         console.print("precision: " + "; ".join(sorted(reasons)), soft_wrap=True)
+    unfit = [r for r in results if r.get("memory") is not None and not r["memory"].fits]
+    if unfit:
+        console.print(f"[bold red]does not fit[/] on {', '.join(r['gpu'].name for r in unfit)}: the times above "
+                      "assume it did; run 'whichgpu fit' for what would make it fit (checkpointing, sharding, "
+                      "LoRA/QLoRA, a smaller batch).", soft_wrap=True)
     notes = sorted({n for r in results for n in r["est"].notes})
     for n in notes[:8]:
         console.print(f"note: {n}", soft_wrap=True)
