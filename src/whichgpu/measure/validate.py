@@ -5,7 +5,9 @@ Input: a CSV in the format of shared/validation/throughput.csv. Each row becomes
 plan (data-parallel GPU count). Predicted throughput is in the row's unit, over all GPUs.
 
 Mapping choices (documented, generic):
-* precision: "AMP", "AMP/FP16" -> amp-fp16; "FP16" -> amp-fp16 for training, fp16 for inference;
+* precision: "AMP", "AMP/FP16" -> the reference scripts' mixed precision for training (autocast,
+  or an FP16 model with FP32 master weights where they use apex O2 / fairseq --fp16: the zoo
+  entry's reference_mixed_precision), fp16 for inference; "FP16" likewise;
   "TF32" and "FP32 (TF32 likely active)" -> tf32; "FP32" -> fp32.
 * blank batch -> the zoo entry's default batch for the precision (from the reference configs).
 * node size: the GPU's scale-up domain when larger than 8 (16 for DGX-2), else 8; network between nodes: 100 Gb/s EDR per GPU
@@ -115,6 +117,8 @@ def row_job(row: dict[str, str], catalog: Catalog) -> Job:
                             "one forward pass, so autoregressive generation is not modelled")
     gpu = catalog.get(row["gpu"])
     prec = map_precision(row["precision"], task)
+    if prec == "amp-fp16" and task == "train":
+        prec = entry.reference_mixed_precision
     n = int(row["gpu_count"] or 1)
     if n < 1:
         raise InputError(f"gpu_count must be >= 1, got {n}")

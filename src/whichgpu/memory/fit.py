@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from whichgpu.errors import WhichGPUError
+from whichgpu.errors import CaptureError, WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.estimate import MemoryEstimate, memory_estimate
 from whichgpu.memory.plan import MemoryPlan
@@ -115,7 +115,18 @@ def max_batch(trace_for: TraceFor, gpu: GpuSpec, plan: MemoryPlan,
             return None
         return b1 + int((est(b1).capacity_bytes - m1) * (b2 - b1) / (m2 - m1))
 
-    first = est(1)
+    # The smallest batch the model can run (batch norm needs two values per channel, ...).
+    start = None
+    for b in (1, 2, 4, 8):
+        try:
+            est(b)
+            start = b
+            break
+        except CaptureError:
+            continue
+    if start is None:
+        raise WhichGPUError("the largest-batch search could not trace this model at batch 1, 2, 4 or 8")
+    first = est(start)
     if not first.fits:
         return result(0)
     cap = first.capacity_bytes

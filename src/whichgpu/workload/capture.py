@@ -401,8 +401,9 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         raise
     except NotImplementedError as e:
         raise CaptureError(f"model {name!r} uses an op that cannot run on the meta device: {_first_line(e)}") from None
-    except RuntimeError as e:
-        raise CaptureError(f"model {name!r} failed to trace: {_first_line(e)}") from None
+    except Exception as e:  # the model's own code raised (ValueError, TypeError, ...)
+        raise CaptureError(f"model {name!r} failed to trace at batch {batch_size}: "
+                           f"{type(e).__name__}: {_first_line(e)}") from None
 
     ops = _finalize(state, repeats)
     if task == "train":

@@ -8,7 +8,7 @@ Torch-free description; `autocast.py` applies a policy during capture.
 | tf32     | FP32           | TF32 tensor cores     | FP32                   | PyTorch allow_tf32 / NGC default    |
 | amp-fp16 | FP32 master    | FP16 (autocast)       | FP32 (autocast list)   | dynamic loss scaling                |
 | amp-bf16 | FP32 master    | BF16 (autocast)       | FP32 (autocast list)   |                                     |
-| fp16     | FP16           | FP16                  | FP16                   | pure half (typical for inference)   |
+| fp16     | FP16           | FP16                  | FP16                   | training: apex-O2 style, FP32 master weights, loss scaling |
 | bf16     | BF16           | BF16                  | BF16                   | pure bf16                           |
 | fp8      | FP32 master    | FP8 (Transformer Engine style: inputs cast to FP8 per GEMM) | BF16 |          |
 | int8     | INT8 weights   | FP16 math, weights read as 1 byte (weight-only, inference)     | FP16 |        |
@@ -42,7 +42,8 @@ POLICIES: dict[str, Precision] = {
                           description="autocast FP16 matmuls, FP32 master weights, dynamic loss scaling"),
     "amp-bf16": Precision("amp-bf16", "float32", "bfloat16", "bf16",
                           description="autocast BF16 matmuls, FP32 master weights"),
-    "fp16": Precision("fp16", "float16", None, "fp16", description="pure FP16 parameters and math"),
+    "fp16": Precision("fp16", "float16", None, "fp16", loss_scaling=True,
+                      description="FP16 parameters and math (training: FP32 master weights and loss scaling, as apex O2)"),
     "bf16": Precision("bf16", "bfloat16", None, "bf16", description="pure BF16 parameters and math"),
     "fp8": Precision("fp8", "float32", "bfloat16", "fp8", fp8=True,
                      description="FP8 GEMMs (Transformer Engine style), BF16 elsewhere, FP32 master weights"),

@@ -76,6 +76,10 @@ class ZooEntry:
     # Precisions for which the reference training scripts use channels-last (NHWC) activations
     # (NVIDIA's ConvNets: `--memory-format nhwc` with AMP).
     channels_last_precisions: tuple[str, ...] = ()
+    # What "mixed precision" means in the reference training scripts: "amp-fp16" (autocast,
+    # torch.cuda.amp / apex O1) or "fp16" (an FP16 model with FP32 master weights: apex O2,
+    # fairseq --fp16, GNMT --math fp16).
+    reference_mixed_precision: str = "amp-fp16"
     validation_names: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     causal_lm: bool = False

@@ -39,6 +39,7 @@ ENTRIES: list[ZooEntry] = [
         builder=f"{_HF}:build_bert_squad", config="bert-base-uncased",
         definition="transformers BertForQuestionAnswering (eager attention, as NVIDIA's BERT), vocab padded to 30528 as NVIDIA DLE",
         default_batch_size=32, default_seq_len=384, default_optimizer="adamw",
+        reference_mixed_precision="fp16",  # DLE BERT: apex amp.initialize(opt_level="O2")
         validation_names=("BERT-Base SQuAD fine-tune",), aliases=("bert-base", "bert-base-uncased"),
         throughput_unit="sequences/s"),
     ZooEntry(
@@ -46,6 +47,7 @@ ENTRIES: list[ZooEntry] = [
         builder=f"{_HF}:build_bert_squad", config="bert-large-uncased",
         definition="transformers BertForQuestionAnswering (eager attention, as NVIDIA's BERT), vocab padded to 30528 as NVIDIA DLE",
         default_batch_size=32, default_seq_len=384, default_optimizer="adamw",
+        reference_mixed_precision="fp16",  # DLE BERT: apex amp.initialize(opt_level="O2")
         validation_names=("BERT-Large SQuAD fine-tune", "BERT-Large SQuAD inference"),
         aliases=("bert-large", "bert-large-uncased"), throughput_unit="sequences/s"),
     ZooEntry(
@@ -58,6 +60,7 @@ ENTRIES: list[ZooEntry] = [
         # DLE scripts/run_pretraining.sh: per-GPU train_batch_size 8192 (phase 1, seq 128) and
         # 4096 (phase 2, seq 512) reached by gradient accumulation; LAMB steps once per that.
         accumulated_batch=((128, 8192), (512, 4096)),
+        reference_mixed_precision="fp16",  # DLE BERT: apex amp.initialize(opt_level="O2")
         validation_names=("BERT-Large pretraining (LAMB)",), aliases=("bert-large-pretrain",),
         throughput_unit="sequences/s"),
     ZooEntry(
