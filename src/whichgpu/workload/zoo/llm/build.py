@@ -45,7 +45,7 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
             raise InputError(f"context {ctx} exceeds the model's {a.max_positions} positions")
         t = ctx + 1
         ids = torch.zeros(b, 1, dtype=torch.long, device="meta")
-        pos = torch.full((b, 1), ctx, dtype=torch.long, device="meta")
+        pos = torch.full((1, 1), ctx, dtype=torch.long, device="meta")
         cache = [(torch.empty(b, a.kv_heads, t, a.head_dim, device="meta"),
                   torch.empty(b, a.kv_heads, t, a.head_dim, device="meta")) for _ in range(layers)]
         cache_pos = torch.tensor([ctx], dtype=torch.long, device="meta")
@@ -58,7 +58,7 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
     if s > a.max_positions:
         raise InputError(f"sequence length {s} exceeds the model's max_position_embeddings {a.max_positions}")
     ids = torch.zeros(b, s, dtype=torch.long, device="meta")
-    pos = torch.zeros(b, s, dtype=torch.long, device="meta")
+    pos = torch.zeros(1, s, dtype=torch.long, device="meta")  # as transformers' default position_ids
     if req.task == "train":
         inputs = {"input_ids": ids, "position_ids": pos}
         labels = torch.zeros(b, s, dtype=torch.long, device="meta")
