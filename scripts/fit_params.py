@@ -43,6 +43,7 @@ FITTED: dict[str, tuple[float, float]] = {
     "train_step_ms": (0.0, 10.0),
     "infer_step_ms": (0.0, 10.0),
     "ddp_overlap": (0.0, 1.0),
+    "dp_jitter": (0.0, 0.2),
 }
 
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import needs_torch
 from typer.testing import CliRunner
 
-from tests.conftest import needs_torch
 from whichgpu.cli import app
 
 runner = CliRunner()

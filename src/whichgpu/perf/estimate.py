@@ -12,6 +12,7 @@ compute- and memory-bound kernel time, overhead = kernel latencies + CPU time th
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ from whichgpu.perf.fusion import fuse
 from whichgpu.perf.kernels import matmul_time, memory_time, vector_time
 from whichgpu.perf.params import PerfParams, load_params, load_params_with_meta
 from whichgpu.perf.plan import Plan
+from whichgpu.perf.sharding import describe as describe_sharding
+from whichgpu.perf.sharding import sharded_comm
 from whichgpu.workload.precision import POLICIES
 from whichgpu.workload.trace import Op, Trace
 
@@ -246,7 +249,11 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     if trace.task == "train" and plan.gpus > 1:
         pol = POLICIES.get(trace.precision)
         grad_bytes = 2.0 if pol is not None and pol.param_dtype in ("float16", "bfloat16") else 4.0
-        ce = allreduce(trace.trainable_params * grad_bytes, spec, plan, params, backward_gpu)
+        if plan.sharding != "ddp":  # ZeRO / FSDP collectives (perf/sharding.py)
+            ce = sharded_comm(trace, grad_bytes, spec, plan, params, backward_gpu, compute_s + memory_s + latency_total)
+            notes.add(describe_sharding(plan))
+        else:
+            ce = allreduce(trace.trainable_params * grad_bytes, spec, plan, params, backward_gpu)
         # With accumulation the all-reduce runs once per optimizer step (DDP no_sync on the others).
         comm_total, comm_exposed = ce.total_s / accum, ce.exposed_s / accum
         comm_link = f"{ce.link}, {ce.bus_gbps:.0f} GB/s bus"
@@ -261,6 +268,11 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         notes.add("host synchronisations in the step (e.g. NMS): CPU and GPU work do not fully overlap")
     step = overlapped + fixed
     overhead = latency_total + (overlapped - gpu_total) + fixed
+    if plan.gpus > 1:
+        # Synchronous steps wait for the slowest replica (expected max of N jittered step times).
+        wait = step * params.dp_jitter * math.sqrt(2.0 * math.log(plan.gpus))
+        step += wait
+        overhead += wait
 
     split = {"compute": compute_s, "memory": memory_s, "overhead": overhead, "communication": comm_exposed}
     bound = max(split, key=lambda k: split[k])

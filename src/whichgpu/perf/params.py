@@ -33,6 +33,7 @@ class PerfParams:
     train_step_ms: float = 2.0
     infer_step_ms: float = 2.0
     ddp_overlap: float = 0.8
+    dp_jitter: float = 0.03
     nccl_efficiency: float = 0.80
     sparse_speedup: float = 1.5
 
