@@ -44,6 +44,7 @@ class Plan:
     power_limit_w: float | None = None
     grad_accum: int = 1
     p2p: bool = True
+    sharding: str = "ddp"  # ddp | zero1 | zero2 | zero3 | fsdp-full | fsdp-grad-op (communication: perf/sharding.py)
 
     def validate(self) -> None:
         if self.gpus < 1:
@@ -58,6 +59,10 @@ class Plan:
             raise InputError(f"--grad-accum must be >= 1, got {self.grad_accum}")
         if self.power_limit_w is not None and self.power_limit_w <= 0:
             raise InputError(f"--power-limit-w must be > 0, got {self.power_limit_w}")
+        from whichgpu.perf.sharding import SHARDINGS
+
+        if self.sharding not in SHARDINGS:
+            raise InputError(f"unknown sharding {self.sharding!r}; valid: " + ", ".join(SHARDINGS))
 
     @property
     def nodes(self) -> int:
