@@ -29,11 +29,11 @@ from whichgpu.errors import InputError
 
 
 def build_plan(gpus: int, gpus_per_node: int, network: str, compile_: bool, overlap: str, ddp_overlap: bool,
-               grad_accum: int, power_limit_w: float | None) -> Any:
+               grad_accum: int, power_limit_w: float | None, sharding: str = "ddp") -> Any:
     from whichgpu.perf.plan import Plan
 
     plan = Plan(gpus=gpus, gpus_per_node=gpus_per_node, network=network, compile=compile_, overlap=overlap,
-                ddp_overlap=ddp_overlap, grad_accum=grad_accum, power_limit_w=power_limit_w)
+                ddp_overlap=ddp_overlap, grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding)
     plan.validate()
     return plan
 
@@ -42,7 +42,7 @@ def estimate_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
     gpu: str = typer.Option(..., "--gpu", help="GPU name(s), comma-separated, or 'all' for the whole catalog."),
     gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs (DDP)."),
-    sharding: str = typer.Option("ddp", "--sharding", help="Model-state sharding for memory: ddp, zero1, zero2, zero3, fsdp-full, fsdp-grad-op."),
+    sharding: str = typer.Option("ddp", "--sharding", help="Data parallelism: ddp, zero1, zero2, zero3, fsdp-full, fsdp-grad-op (memory and communication)."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node sharing the scale-up link."),
     network: str = typer.Option("ib-hdr-200", "--network", help="Inter-node fabric per GPU: ib-ndr-400, ib-hdr-200, ib-edr-100, eth-100, eth-25, efa-400."),
     task: str = TaskOpt,
@@ -80,7 +80,8 @@ def estimate_cmd(
     specs = cat.get_many(gpu)
     if not specs:
         raise InputError("--gpu names no GPU; give a name, several separated by commas, or 'all'")
-    plan = build_plan(gpus, gpus_per_node, network, compile_, overlap, not no_ddp_overlap, grad_accum, power_limit_w)
+    plan = build_plan(gpus, gpus_per_node, network, compile_, overlap, not no_ddp_overlap, grad_accum, power_limit_w,
+                      sharding)
     options: list[tuple[str, object]] = []
     if channels_last:
         options.append(("memory_format", "channels_last"))
