@@ -77,8 +77,9 @@ def print_trace(t: Trace, by: str, top: int) -> None:
                   f"{v['kernels']:,.0f}")
     console.print(g)
     cov = t.coverage()
+    names = list(cov["unmodelled_names"])  # type: ignore[call-overload]
     console.print(f"coverage: {100 * cov['ops']:.1f}% of ops and {100 * cov['bytes']:.1f}% of bytes have a FLOP formula"
-                  + (f"; unmodelled: {', '.join(cov['unmodelled_names'])}" if cov["unmodelled_names"] else ""))
+                  + (f"; unmodelled: {', '.join(names)}" if names else ""))
     if t.repeats:
         console.print("repeated blocks traced once: " + ", ".join(f"{k} x{v + 1}" for k, v in t.repeats.items()))
     for n in t.notes:

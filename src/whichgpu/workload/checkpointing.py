@@ -54,7 +54,7 @@ def blocks(model: nn.Module, repeats: dict[str, int]) -> list[tuple[str, nn.Modu
                 stacks.add(name)
         # keep the shallowest: drop stacks nested inside another chosen stack's elements
         stacks = {s for s in stacks if not any(s != t and s.startswith(t + ".") for t in stacks)}
-    out = []
+    out: list[tuple[str, nn.Module]] = []
     for s in sorted(stacks):
         parent = model.get_submodule(s) if s else model
         out.extend((f"{s}.{n}" if s else n, m) for n, m in parent.named_children())

@@ -91,7 +91,7 @@ def layer_list(model: nn.Module) -> str | None:
 def _inputs(conf: Any, req: BuildRequest, path: str) -> tuple[dict[str, Any], Any, int, int]:
     b = req.batch_size
     if getattr(conf, "model_type", "") in ("vit", "deit", "beit", "convnext", "resnet", "swin", "dinov2"):
-        img = int(req.image_size or getattr(conf, "image_size", 224))
+        img = int(req.image_size or getattr(conf, "image_size", 224) or 224)
         x = {"pixel_values": torch.empty(b, int(getattr(conf, "num_channels", 3)), img, img, device="meta")}
         labels = torch.zeros(b, dtype=torch.long, device="meta")
         return x, lambda out, _i: F.cross_entropy(out.logits.float(), labels), b, 0

@@ -187,7 +187,7 @@ class Trace:
             Op(st[r[0]], st[r[1]], st[r[2]], st[r[3]], st[r[4]], r[5], r[6], r[7], r[8], r[9],
                bool(r[10]), tuple(r[11]) if r[11] else None, bool(r[12]), bool(r[13]), st[r[14]],
                tuple(st[t] for t in r[15]), st[r[16]], tuple(r[17]), tuple(r[18]), tuple(r[19]),
-               tuple(r[20]))  # type: ignore[arg-type]
+               tuple(r[20]))
             for r in d.pop("ops")
         ]
         ev = [MemEvent(e[0], e[1], e[2], st[e[3]], st[e[4]]) for e in d.pop("mem_events")]

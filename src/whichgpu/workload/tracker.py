@@ -56,9 +56,10 @@ class Tracker:
         todo = [t.grad_fn for t in leaves if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         while todo:
             node = todo.pop()
-            if node is None or KEY in node.metadata:
+            meta: dict[str, Any] = node.metadata  # type: ignore[assignment]
+            if node is None or KEY in meta:
                 continue
-            node.metadata[KEY] = name
+            meta[KEY] = name
             todo.extend(nf for nf, _ in node.next_functions if nf is not None)
 
     def current(self, backward: bool) -> str:
@@ -66,12 +67,13 @@ class Tracker:
             return self.stack[-1] if self.stack else ""
         node = torch._C._current_autograd_node()
         if node is not None:
-            name = node.metadata.get(KEY)
+            meta: dict[str, Any] = node.metadata  # type: ignore[assignment]
+            name: str | None = meta.get(KEY)
             if name is None:
                 var = getattr(node, "variable", None)  # AccumulateGrad of a parameter
                 if var is not None:
                     name = self.param_module.get(id(var))
             if name is not None:
                 self.last_backward = name
-                return name  # type: ignore[no-any-return]
+                return name
         return self.last_backward

@@ -113,5 +113,5 @@ class ZooEntry:
         func = getattr(importlib.import_module(mod), fn)
         if self.config:
             config = self.config
-            return lambda req: func(req, config)  # type: ignore[no-any-return]
+            return lambda req: func(req, config)
         return func  # type: ignore[no-any-return]

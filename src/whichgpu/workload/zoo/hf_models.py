@@ -169,7 +169,7 @@ def build_sd_unet(req: BuildRequest, config: str) -> Built:
     lat = img // 8
     cfg["sample_size"] = lat
     with torch.device("meta"):
-        model: nn.Module = diffusers.UNet2DConditionModel(**cfg)  # type: ignore[no-untyped-call]
+        model: nn.Module = diffusers.UNet2DConditionModel(**cfg)  # type: ignore[no-untyped-call,assignment]
     b = req.batch_size
     inputs = {"sample": torch.empty(b, 4, lat, lat, device="meta"),
               "timestep": torch.zeros(b, dtype=torch.long, device="meta"),

@@ -51,7 +51,8 @@ class Rotary(nn.Module):
 
     def forward(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
         # pos: (B, S) -> freqs (B, S, D/2) -> cos/sin (B, S, D)
-        freqs = (self.inv_freq[None, :, None].float().expand(pos.shape[0], -1, 1) @ pos[:, None, :].float()).transpose(1, 2)
+        inv: Tensor = self.inv_freq  # type: ignore[assignment]
+        freqs = (inv[None, :, None].float().expand(pos.shape[0], -1, 1) @ pos[:, None, :].float()).transpose(1, 2)
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
@@ -79,6 +80,7 @@ class Attention(nn.Module):
         causal = True
         if cache is not None:
             kc, vc = cache  # (B, KV, T, D) static cache; write the new positions in place
+            assert cache_pos is not None
             kc.index_copy_(2, cache_pos, k)
             vc.index_copy_(2, cache_pos, v)
             k, v = kc, vc
@@ -214,6 +216,7 @@ class GPT2Attention(nn.Module):
         causal = True
         if cache is not None:
             kc, vc = cache
+            assert cache_pos is not None
             kc.index_copy_(2, cache_pos, k)
             vc.index_copy_(2, cache_pos, v)
             k, v = kc, vc
