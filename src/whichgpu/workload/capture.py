@@ -323,7 +323,8 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         dt = getattr(torch, precision.param_dtype)
         model = model.to(dt)
         inputs = _to_dtype(inputs, dt)
-    adapted = apply_finetune(model, finetune, lora_rank)
+    base = getattr(torch, precision.autocast) if precision.autocast else None
+    adapted = apply_finetune(model, finetune, lora_rank, base)
     built.inputs = inputs
     if task == "train":
         model.train()

@@ -127,9 +127,13 @@ def _is_head(name: str) -> bool:
     return last in HEAD_NAMES or name.startswith(("lm_head", "classifier", "qa_outputs", "cls."))
 
 
-def apply_finetune(model: nn.Module, mode: str, rank: int) -> int:
+def apply_finetune(model: nn.Module, mode: str, rank: int, base_dtype: torch.dtype | None = None) -> int:
     """Freeze the model and add LoRA adapters (QLoRA: on NF4 base weights). Returns the number of
-    adapted layers. 'full' leaves the model unchanged."""
+    adapted layers. 'full' leaves the model unchanged.
+
+    base_dtype: the frozen base's storage dtype (the PEFT recipe loads it in BF16/FP16 under
+    mixed precision: frozen weights need no FP32 master copy); adapters stay FP32.
+    """
     if mode == "full":
         return 0
     if mode not in ("lora", "qlora"):
@@ -138,6 +142,8 @@ def apply_finetune(model: nn.Module, mode: str, rank: int) -> int:
         raise InputError(f"--lora-rank must be > 0, got {rank}")
     for p in model.parameters():
         p.requires_grad_(False)
+    if base_dtype is not None:
+        model.to(base_dtype)
     targets = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and n and not _is_head(n)]
     if not targets:
         raise InputError("LoRA needs nn.Linear layers to adapt; this model has none besides its head")
