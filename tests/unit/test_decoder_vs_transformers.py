@@ -8,7 +8,6 @@ small config and compare exactly.
 from __future__ import annotations
 
 import pytest
-
 from tests.conftest import needs_torch
 
 pytestmark = needs_torch

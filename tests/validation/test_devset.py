@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import needs_torch
 
 pytestmark = [needs_torch, pytest.mark.slow]
