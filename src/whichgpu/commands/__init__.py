@@ -6,7 +6,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from whichgpu.commands import analyze, estimate, fit, gpus, models, validate
+    from whichgpu.commands import analyze, estimate, fit, gpus, models, recommend, validate
 
     app.add_typer(gpus.app, name="gpus")
     models.register(app)
@@ -14,3 +14,4 @@ def register(app: typer.Typer) -> None:
     estimate.register(app)
     fit.register(app)
     validate.register(app)
+    recommend.register(app)

@@ -103,6 +103,27 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
     req = BuildRequest(task=spec.task, batch_size=spec.batch_size or 1, seq_len=spec.seq_len,
                        image_size=spec.image_size, phase=spec.phase, context=spec.context,
                        options=spec.options)
+    from whichgpu.workload.noinit import skip_init
+
+    with skip_init():
+        built, name, meta = _build(src, req)
+    fmt = dict(spec.options).get("memory_format", "channels_first")
+    if fmt not in ("channels_first", "channels_last"):
+        raise CaptureError(f"memory format must be channels_first or channels_last, got {fmt!r}")
+    if fmt == "channels_last":
+        _channels_last(built)
+    if spec.task == "infer" and not isinstance(built.inputs, (dict, tuple, list)):
+        raise CaptureError("model inputs must be a dict or a tuple")
+    opt = resolve_optimizer(spec.optimizer or "adamw", spec.optimizer_impl)
+    return capture(built, name=name, task=spec.task, precision=get_precision(spec.precision, spec.task),
+                   optimizer=opt, sparsity=spec.sparsity == "2:4", phase=spec.phase,
+                   batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
+                   context=spec.context, model_meta=meta, finetune=spec.finetune, lora_rank=spec.lora_rank,
+                   checkpointing=spec.checkpointing, memory_format=fmt)
+
+
+def _build(src: ModelSource, req: Any) -> tuple[Any, str, dict[str, Any]]:
+    """Build the model (on meta, initialisers skipped): (built, name, model facts)."""
     meta: dict[str, Any] = {}
     if src.kind == "zoo":
         from whichgpu.workload.zoo import get_entry
@@ -128,16 +149,4 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
 
         built = build_factory(src.ref, req)
         name = src.title
-    fmt = dict(spec.options).get("memory_format", "channels_first")
-    if fmt not in ("channels_first", "channels_last"):
-        raise CaptureError(f"memory format must be channels_first or channels_last, got {fmt!r}")
-    if fmt == "channels_last":
-        _channels_last(built)
-    if spec.task == "infer" and not isinstance(built.inputs, (dict, tuple, list)):
-        raise CaptureError("model inputs must be a dict or a tuple")
-    opt = resolve_optimizer(spec.optimizer or "adamw", spec.optimizer_impl)
-    return capture(built, name=name, task=spec.task, precision=get_precision(spec.precision, spec.task),
-                   optimizer=opt, sparsity=spec.sparsity == "2:4", phase=spec.phase,
-                   batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
-                   context=spec.context, model_meta=meta, finetune=spec.finetune, lora_rank=spec.lora_rank,
-                   checkpointing=spec.checkpointing, memory_format=fmt)
+    return built, name, meta

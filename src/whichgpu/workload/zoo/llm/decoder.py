@@ -46,8 +46,9 @@ def rotate_half(x: Tensor) -> Tensor:
 class Rotary(nn.Module):
     def __init__(self, head_dim: int, theta: float = 10000.0) -> None:
         super().__init__()
-        inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-        self.register_buffer("inv_freq", inv, persistent=False)
+        # inv_freq = 1 / theta ** (arange(0, d, 2) / d); its values do not exist on meta, only its
+        # shape matters (and arange on meta would import torch._dynamo: seconds on a cold start).
+        self.register_buffer("inv_freq", torch.empty(head_dim // 2, dtype=torch.float32), persistent=False)
 
     def forward(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
         # pos: (B, S) -> freqs (B, S, D/2) -> cos/sin (B, S, D)

@@ -1,0 +1,148 @@
+"""`whichgpu recommend`: which GPU, how many, bought or rented, for a workload (or a use case)
+and a budget. With no arguments it runs the default use case (docs/presets.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from whichgpu.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    NoCacheOpt,
+    emit_json,
+    get_catalog,
+    workload_spec,
+)
+from whichgpu.errors import InputError
+
+UseCaseOpt = typer.Option(None, "--use-case", help="learning, kaggle, cv-research, nlp-research, llm-finetune, "
+                          "llm-pretrain, llm-serving or image-generation (docs/presets.md); the default without MODEL: llm-finetune.")
+
+
+def recommend_cmd(
+    model: str = typer.Argument(None, help="Zoo name, Hugging Face config.json or file.py:factory (default: a use-case preset)."),
+    use_case: str = UseCaseOpt,
+    task: str = typer.Option(None, "--task", help="train (default) or infer (causal LMs: serving, prefill + decode)."),
+    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Samples per GPU per optimizer step (default: the model's)."),
+    seq_len: int = typer.Option(None, "--seq-len", help="Tokens per sample (default: the model's)."),
+    image_size: int = typer.Option(None, "--image-size", help="Image side in pixels (default: the model's)."),
+    precision: str = typer.Option("auto", "--precision", help="auto (per GPU: BF16 on Ampere+, FP16 AMP on Volta/Turing, else FP32), or fp32, tf32, amp-fp16, amp-bf16, fp16, bf16, fp8, int8, int4 on every GPU."),
+    optimizer: str = typer.Option(None, "--optimizer", help="sgd, adamw, adam, lamb, rmsprop, adafactor, adamw-8bit (default: the model's)."),
+    finetune: str = typer.Option(None, "--finetune", help="full (default), lora or qlora."),
+    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
+    checkpointing: str = typer.Option(None, "--checkpointing", help="Activation checkpointing: none (default), selective or full."),
+    budget: float = typer.Option(None, "--budget", help="USD: purchase of all cards (--buy), or rent per job (with a job) or per month."),
+    buy: bool = typer.Option(True, "--buy/--rent", help="Buy the cards (amortised + electricity) or rent them (cloud $/GPU-hour)."),
+    hours_per_month: float = typer.Option(200.0, "--hours-per-month", help="Hours of use a month (utilisation = H / 730)."),
+    years: float = typer.Option(3.0, "--years", help="Years a purchase is amortised over."),
+    electricity: float = typer.Option(0.20, "--electricity-usd-per-kwh", help="Electricity price, USD per kWh."),
+    max_gpus: int = typer.Option(None, "--max-gpus", help="Largest GPU count to consider (counts 1, 2, 4, 8, ...; default 8, a preset's own)."),
+    max_power_w: float = typer.Option(None, "--max-power-w", help="Power supply budget for the GPUs, W (GPUs x TDP or the limit)."),
+    min_memory_gb: float = typer.Option(None, "--min-memory-gb", help="Leave out GPUs with less memory (a preset sets its rule of thumb; 0 disables it)."),
+    objective: str = typer.Option(None, "--objective", help="value (work per $; default), time, energy or cost-per-job."),
+    job_tokens: float = typer.Option(None, "--job-tokens", help="The job: tokens to process (training) or to generate (serving)."),
+    job_epochs: float = typer.Option(None, "--job-epochs", help="The job: epochs over --dataset-size samples."),
+    dataset_size: float = typer.Option(None, "--dataset-size", help="Samples per epoch (with --job-epochs)."),
+    power_limit_w: float = typer.Option(None, "--power-limit-w", help="Model a power cap per GPU, W (throughput from Dettmers' RTX 2080 Ti measurement)."),
+    price: list[str] = typer.Option(None, "--price", help="NAME=USD (purchase per card) or NAME=USD/h (rent per GPU-hour); repeatable."),
+    prices_file: str = typer.Option(None, "--prices", metavar="FILE", help="Prices file, TOML or CSV (format: docs/presets.md)."),
+    gpu: str = typer.Option(None, "--gpu", help="Only these GPUs (comma-separated names); default: the whole catalog."),
+    compile_: bool = typer.Option(False, "--compile", help="Predict with torch.compile (fused elementwise chains, CUDA graphs)."),
+    top: int = typer.Option(15, "--top", help="Rows of the ranked table to show."),
+    html: str = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML report with charts."),
+    no_cache: bool = NoCacheOpt,
+    json_out: bool = JsonOpt,
+    catalog: str = CatalogOpt,
+) -> None:
+    """Rank every GPU x count for the workload by value, time, energy or cost per job, with the reason
+    for each row, the picks (best overall, best value, within budget, no budget) and the cards that
+    cannot run it."""
+    from whichgpu.recommend import SCHEMA, Job, Request, recommend
+    from whichgpu.recommend.cost import CostModel
+    from whichgpu.recommend.presets import DEFAULT_PRESET, get_preset
+    from whichgpu.recommend.prices import load_prices_file, merge, parse_price_args
+    from whichgpu.recommend.request import DEFAULT_MAX_GPUS
+    from whichgpu.recommend.workloads import make_workload
+    from whichgpu.workload.api import get_trace
+
+    cat = get_catalog(catalog)
+    if top < 1:
+        raise InputError(f"--top must be >= 1, got {top}")
+    workload_flags = {"--task": task, "--batch-size": batch_size, "--seq-len": seq_len, "--image-size": image_size,
+                      "--optimizer": optimizer, "--finetune": finetune, "--checkpointing": checkpointing}
+    preset = None
+    if model is None:
+        preset = get_preset(use_case or DEFAULT_PRESET)
+        given = [k for k, v in workload_flags.items() if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} describe a MODEL's workload; the use case {preset.name!r} fixes its "
+                             "own (docs/presets.md): give a MODEL to change them")
+        workloads = tuple(
+            make_workload(replace(workload_spec(p.model, p.task, p.batch_size, p.seq_len, p.image_size, precision,
+                                                None, "foreach", "full", None, "none", None),
+                                  finetune=p.finetune, checkpointing=p.checkpointing),
+                          unit=p.unit, unit_scale=p.unit_scale, weight=p.weight)
+            for p in preset.workloads)
+        title = f"use case {preset.name}" + (" (default)" if use_case is None else "")
+    else:
+        if use_case is not None:
+            raise InputError("give a MODEL or --use-case, not both")
+        spec = replace(workload_spec(model, task or "train", batch_size, seq_len, image_size, precision, optimizer,
+                                     "foreach", "full", None, "none", None),
+                       finetune=finetune or "full", checkpointing=checkpointing or "none", lora_rank=lora_rank)
+        workloads = (make_workload(spec),)
+        title = model
+    user = merge(load_prices_file(prices_file, cat) if prices_file else {}, parse_price_args(price or [], cat))
+    req = Request(
+        workloads=workloads, title=title, preset=preset.name if preset else None,
+        cost=CostModel("buy" if buy else "rent", hours_per_month, years, electricity),
+        objective=objective or (preset.objective if preset else "value"), budget_usd=budget,
+        max_gpus=max_gpus if max_gpus is not None else (preset.max_gpus if preset else DEFAULT_MAX_GPUS),
+        max_power_w=max_power_w,
+        min_memory_gb=min_memory_gb if min_memory_gb is not None else (preset.min_memory_gb if preset else None),
+        memory_rule=(preset.rule if preset and min_memory_gb is None else ""), power_limit_w=power_limit_w,
+        job=Job(job_tokens if job_tokens is not None else (preset.job_tokens if preset and job_epochs is None else None),
+                job_epochs, dataset_size),
+        gpu_ids=tuple(g.id for g in cat.get_many(gpu)) if gpu else None,
+        compile=compile_ or bool(preset and preset.compile), prices=user)
+
+    def trace_for(spec: Any) -> Any:
+        return get_trace(spec, use_cache=not no_cache)
+
+    if json_out:
+        rec = recommend(req, cat, trace_for)
+    else:
+        from whichgpu.report.console import err_console
+
+        with err_console.status("evaluating every GPU x count (each workload variant is traced once, then cached)"):
+            rec = recommend(req, cat, trace_for)
+    if html:
+        from whichgpu.report.html import render
+
+        try:
+            Path(html).write_text(render(rec), encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"--html {html}: cannot write ({e.strerror})") from None
+    if json_out:
+        from whichgpu.report.recommend import recommend_document
+
+        emit_json(SCHEMA, recommend_document(rec))
+    else:
+        from whichgpu.report.recommend import print_recommendation
+
+        print_recommendation(rec, top)
+        if html:
+            from whichgpu.report.console import console
+
+            console.print(f"wrote {html}", soft_wrap=True)
+    if not rec.rows:
+        raise InputError(f"none of the {len(rec.rejected)} GPUs compared can run this job within the constraints "
+                         "(why: see 'cannot run this job' above, or 'cannot_run' in the JSON)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recommend")(recommend_cmd)

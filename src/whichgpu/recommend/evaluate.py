@@ -1,0 +1,225 @@
+"""One GPU kind against the request: its precision, the counts its power allows, the layout that
+fits at each count, the predicted step, or why it cannot run the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from whichgpu.errors import WhichGPUError
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.perf.auto import auto_precision
+from whichgpu.perf.estimate import StepEstimate, estimate
+from whichgpu.perf.plan import Plan
+from whichgpu.perf.sharding import LABELS
+from whichgpu.recommend.request import Request, Workload
+from whichgpu.recommend.search import Layout, Tracer, fit_layout, memory_plan, traces_for
+from whichgpu.units import GB
+from whichgpu.workload.precision import get_precision
+from whichgpu.workload.trace import Trace
+
+MAX_SUGGESTED_GPUS = 64
+TRANSFORMER_FAMILIES = ("decoder", "encoder", "seq2seq", "vit")
+
+
+@dataclass
+class Run:
+    """One workload on n GPUs of one kind: how it is laid out and how fast it goes."""
+
+    workload: Workload
+    precision: str
+    precision_reason: str
+    layout: Layout
+    trace: Trace  # the step (serving: decode)
+    est: StepEstimate
+    prefill_trace: Trace | None = None
+    prefill: StepEstimate | None = None
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.est.samples_per_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.est.tokens_per_s
+
+    @property
+    def throughput(self) -> float:
+        """In the workload's unit, all GPUs together."""
+        if self.workload.tokens:
+            return self.est.tokens_per_s
+        return self.est.samples_per_s * self.workload.unit_scale
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why a GPU cannot run the job (or is left out), in words."""
+
+    kind: str  # precision | memory | power | min-memory
+    text: str
+    attempt: Layout | None = None
+    suggestion: str = ""
+
+
+@dataclass
+class GpuResult:
+    gpu: GpuSpec
+    runs: dict[int, list[Run]] = field(default_factory=dict)  # count -> one run per workload
+    blockers: list[Blocker] = field(default_factory=list)
+    power_capped_counts: tuple[int, ...] = ()  # counts left out by --max-power-w
+
+
+def card_watts(gpu: GpuSpec, power_limit_w: float | None) -> float | None:
+    """What one card draws while working: its TDP, or the power limit when lower."""
+    if gpu.tdp_w is None:
+        return power_limit_w
+    return min(gpu.tdp_w, power_limit_w) if power_limit_w else gpu.tdp_w
+
+
+def choose_precision(gpu: GpuSpec, w: Workload, requested: str) -> tuple[str | None, str]:
+    """(precision or None when the card cannot run it, reason)."""
+    task = w.spec.task
+    if requested == "auto":
+        return auto_precision(gpu, task)
+    pol = get_precision(requested, task)
+    d = pol.matmul_dtype
+    if gpu.supports(d) is False:
+        return None, f"no {d.upper()} on this card"
+    if d != "fp32" and gpu.tensor_core_dtypes and d not in gpu.tensor_core_dtypes and d in ("tf32", "bf16", "fp8", "fp4"):
+        return None, f"no {d.upper()} tensor cores on this card"
+    return pol.name, "as requested"
+
+
+def _estimate(tracer: Tracer, req: Request, w: Workload, gpu: GpuSpec, prec: str, why: str, lay: Layout) -> Run:
+    plan = Plan(gpus=lay.gpus, grad_accum=lay.grad_accum, compile=req.compile, power_limit_w=req.power_limit_w,
+                sharding=lay.sharding if w.spec.task == "train" else "ddp")
+    traces = traces_for(tracer, w, prec, lay.micro_batch)
+    if w.serving:
+        pre, dec = traces
+        return Run(w, prec, why, lay, dec, estimate(dec, gpu, plan, top=3), pre, estimate(pre, gpu, plan, top=3))
+    return Run(w, prec, why, lay, traces[0], estimate(traces[0], gpu, plan, top=3))
+
+
+def evaluate_gpu(tracer: Tracer, req: Request, gpu: GpuSpec) -> GpuResult:
+    res = GpuResult(gpu)
+    if req.min_memory_gb is not None and gpu.memory_gb < req.min_memory_gb:
+        if req.memory_rule:
+            text = (f"{gpu.memory_gb:g} GB is below the rule of thumb of {req.min_memory_gb:g} GB ({req.memory_rule}; "
+                    "--min-memory-gb 0 evaluates it)")
+        else:
+            text = f"{gpu.memory_gb:g} GB is below --min-memory-gb {req.min_memory_gb:g}"
+        res.blockers.append(Blocker("min-memory", text))
+        return res
+    counts = req.counts()
+    watts = card_watts(gpu, req.power_limit_w)
+    if req.max_power_w is not None:
+        if watts is None:
+            res.blockers.append(Blocker("power", "TDP unknown: cannot check --max-power-w"))
+            return res
+        allowed = tuple(n for n in counts if n * watts <= req.max_power_w)
+        res.power_capped_counts = tuple(n for n in counts if n not in allowed)
+        if not allowed:
+            res.blockers.append(Blocker("power", f"one card draws {watts:g} W, over --max-power-w "
+                                        f"{req.max_power_w:g}"))
+            return res
+        counts = allowed
+    per_count: dict[int, list[Run]] = {n: [] for n in counts}
+    for w in req.workloads:
+        prec, why = choose_precision(gpu, w, w.spec.precision)
+        if prec is None:
+            res.blockers.append(Blocker("precision", why))
+            return res
+        best: Layout | None = None
+        fitted = False
+        for n in counts:
+            lay, attempt = fit_layout(tracer, w, gpu, prec, n)
+            if best is None or attempt.need_bytes < best.need_bytes:
+                best = attempt
+            if lay is None:
+                per_count.pop(n, None)
+                continue
+            fitted = True
+            if n in per_count:
+                per_count[n].append(_estimate(tracer, req, w, gpu, prec, why, lay))
+        if not fitted and best is not None:
+            sugg = suggest(tracer, w, gpu, prec, counts[-1])
+            text = no_fit_text(w, best, sugg)
+            res.blockers.append(Blocker("memory", f"{w.label}: {text}" if len(req.workloads) > 1 else text, best, sugg))
+            return res
+    res.runs = {n: runs for n, runs in per_count.items() if len(runs) == len(req.workloads)}
+    if not res.runs:  # each workload fits at some count, but no count fits them all
+        res.blockers.append(Blocker("memory", "no GPU count fits every workload of the mix"))
+    return res
+
+
+def no_fit_text(w: Workload, at: Layout, suggestion: str) -> str:
+    how = []
+    if at.gpus > 1:
+        how.append(f"{LABELS.get(at.sharding, at.sharding)} over {at.gpus} GPUs")
+    if at.micro_batch < (w.spec.batch_size or 1):
+        how.append(f"{'micro-batch' if w.spec.task == 'train' else 'batch'} {at.micro_batch}")
+    where = f" ({', '.join(how)})" if how else ""
+    text = f"does not fit: needs {at.need_bytes / GB:.1f} GB{where}, has {at.capacity_bytes / GB:.1f} GB"
+    return text + (f"; {suggestion}" if suggestion else "")
+
+
+# Upper bounds of what a change can save, as fractions of memory lines (None: no useful bound):
+# checkpointing frees activations; NF4 stores 16-bit weights in 4.127 bits (QLoRA paper, section 3);
+# int8 / int4 weights halve / quarter 16-bit weights.
+Bound = tuple[tuple[str, float], ...]
+Touches = Bound | None
+CHECKPOINT: Bound = (("activations", 1.0), ("fragmentation", 1.0))
+NF4: Bound = (("weights", 0.75), ("fragmentation", 1.0))
+
+
+def suggest(tracer: Tracer, w: Workload, gpu: GpuSpec, prec: str, max_gpus: int) -> str:
+    """The first change that makes the workload fit, least disruptive first: on one card, full
+    activation checkpointing, LoRA, QLoRA (transformers), int8 or int4 weights (inference); then
+    more cards with ZeRO (training). '' when none does. A change that cannot fit even with its
+    largest possible saving is not traced."""
+    train = w.spec.task == "train"
+    variants: list[tuple[str, str, dict[str, object], Touches]] = []  # (label, precision, changes, bound)
+    if train:
+        if w.spec.checkpointing != "full":
+            variants.append(("full activation checkpointing", prec, {"checkpointing": "full"}, CHECKPOINT))
+        if w.family in TRANSFORMER_FAMILIES:  # (the capture stores the frozen base in 16 bits, as PEFT does)
+            full = w.spec.finetune == "full"
+            if full:
+                variants.append(("LoRA", prec, {"finetune": "lora"}, None))
+            if w.spec.finetune != "qlora":
+                variants.append(("QLoRA", prec, {"finetune": "qlora"}, None if full else NF4))
+                if w.spec.checkpointing != "full":
+                    variants.append(("QLoRA and full activation checkpointing", prec,
+                                     {"finetune": "qlora", "checkpointing": "full"},
+                                     None if full else (*NF4, ("activations", 1.0))))
+    elif prec not in ("int8", "int4") and gpu.supports("fp16") is not False:
+        variants += [("int8 weights", "int8", {}, (("weights", 0.5),)), ("int4 weights", "int4", {}, (("weights", 0.75),))]
+    for label, p, changes, touches in variants:
+        if touches is not None and _hopeless(tracer, w, gpu, prec, touches):
+            continue
+        try:
+            lay, _ = fit_layout(tracer, w, gpu, p, 1, **changes)
+        except WhichGPUError:  # a variant the model cannot take (e.g. LoRA without linear layers)
+            continue
+        if lay is not None:
+            return f"fits with {label}"
+    if train:
+        n = max_gpus * 2
+        while n <= MAX_SUGGESTED_GPUS:
+            lay, _ = fit_layout(tracer, w, gpu, prec, n)
+            if lay is not None:
+                return f"fits on {n} GPUs with {LABELS.get(lay.sharding, lay.sharding)} (--max-gpus {n})"
+            n *= 2
+    return ""
+
+
+def _hopeless(tracer: Tracer, w: Workload, gpu: GpuSpec, prec: str, touches: tuple[tuple[str, float], ...]) -> bool:
+    """True when a change cannot make one card fit at micro-batch 1 even if it saved the most it
+    can (`touches`: fractions of memory lines)."""
+    batch = w.spec.batch_size or 1
+    plan = memory_plan(w, 1, "ddp", batch if w.spec.task == "train" else 1)
+    frac = dict(touches)
+    for e in (tracer.memory(t, gpu, plan) for t in traces_for(tracer, w, prec, 1)):
+        floor = e.total_bytes - sum(v.bytes * frac.get(k, 0.0) for k, v in e.lines())
+        if floor <= e.capacity_bytes:
+            return False
+    return True

@@ -1,0 +1,159 @@
+"""How a workload fits on n GPUs of one kind: the sharding, then the micro-batch.
+
+For n GPUs: DDP; then ZeRO-2 (= FSDP SHARD_GRAD_OP); then ZeRO-3 (= FSDP FULL_SHARD). When none
+fits at the requested per-GPU batch B, smaller micro-batches b (divisors of B) with B / b
+gradient-accumulation steps keep the batch per optimizer step; inference just runs a smaller
+batch. Memory is close to affine in the batch, so the micro-batch is aimed at with the line
+through (1, need(1)) and (B, need(B)) and then checked, which keeps the traces captured few.
+
+Traces and memory estimates are cached: an estimate depends on the GPU only through the cuBLAS
+workspace (by architecture) and the capacity, so it is computed once per (trace, plan, workspace)
+and rebound to each card (a test checks it against memory_estimate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.memory.allowances import cublas_workspace_bytes, workspace
+from whichgpu.memory.estimate import (
+    USABLE_FRACTION,
+    MemoryEstimate,
+    capacity_bytes,
+    memory_estimate,
+)
+from whichgpu.memory.lines import MemoryLine, gb
+from whichgpu.memory.plan import MemoryPlan
+from whichgpu.recommend.request import Workload
+from whichgpu.workload.spec import WorkloadSpec
+from whichgpu.workload.trace import Trace
+
+TraceFor = Callable[[WorkloadSpec], Trace]
+TRAIN_SHARDINGS: tuple[str, ...] = ("ddp", "zero2", "zero3")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the workload runs on each of n GPUs."""
+
+    gpus: int
+    sharding: str  # ddp | zero2 | zero3 (inference: ddp = full replicas)
+    micro_batch: int
+    grad_accum: int
+    need_bytes: float  # peak memory per GPU (the larger of prefill and decode when serving)
+    capacity_bytes: float
+
+    @property
+    def fits(self) -> bool:
+        return self.need_bytes <= self.capacity_bytes
+
+
+class Tracer:
+    """Traces by spec and memory totals by (trace, plan, workspace class), captured once."""
+
+    def __init__(self, trace_for: TraceFor) -> None:
+        self._trace_for = trace_for
+        self._traces: dict[WorkloadSpec, Trace] = {}
+        self._estimates: dict[tuple[int, MemoryPlan, float], MemoryEstimate] = {}
+        self.captures = 0
+
+    def trace(self, spec: WorkloadSpec) -> Trace:
+        t = self._traces.get(spec)
+        if t is None:
+            t = self._trace_for(spec)
+            self._traces[spec] = t
+            self.captures += 1
+        return t
+
+    def memory(self, trace: Trace, gpu: GpuSpec, plan: MemoryPlan) -> MemoryEstimate:
+        """memory_estimate(trace, gpu, plan), computed once per workspace class and rebound to `gpu`."""
+        key = (id(trace), plan, cublas_workspace_bytes(gpu))
+        e = self._estimates.get(key)
+        if e is None:
+            e = memory_estimate(trace, gpu, plan)
+            self._estimates[key] = e
+        if e.gpu_id == gpu.id:
+            return e
+        cap = capacity_bytes(gpu)
+        ws_bytes, ws_text = workspace(gpu, trace)  # (the same bytes: that is the cache key)
+        return replace(e, gpu_id=gpu.id, gpu_name=gpu.name, capacity_bytes=cap, workspace=MemoryLine(ws_bytes, ws_text),
+                       assumptions={**e.assumptions, "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} "
+                                    f"usable = {gb(cap)}"})
+
+    def need(self, trace: Trace, gpu: GpuSpec, plan: MemoryPlan) -> float:
+        key = (id(trace), plan, cublas_workspace_bytes(gpu))
+        e = self._estimates.get(key)
+        return (e if e is not None else self.memory(trace, gpu, plan)).total_bytes
+
+
+def traces_for(tracer: Tracer, w: Workload, precision: str, batch: int, **changes: object) -> tuple[Trace, ...]:
+    """The traces of one step (serving: prefill then decode at the full context)."""
+    spec = replace(w.spec, precision=precision, batch_size=batch, **changes)  # type: ignore[arg-type]
+    if w.serving:
+        pre = tracer.trace(replace(spec, phase="prefill"))
+        dec = tracer.trace(replace(spec, phase="decode", context=spec.seq_len, seq_len=None))
+        return pre, dec
+    return (tracer.trace(spec),)
+
+
+def _divisors_below(b: int) -> list[int]:
+    return sorted((d for d in range(1, b) if b % d == 0), reverse=True)
+
+
+def memory_plan(w: Workload, gpus: int, sharding: str, accum: int, finetune: str | None = None) -> MemoryPlan:
+    if w.spec.task != "train":
+        return MemoryPlan(gpus=gpus)
+    return MemoryPlan(gpus=gpus, sharding=sharding, finetune=finetune or w.spec.finetune, grad_accum=accum)
+
+
+def _try(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: int, mb: int, shardings: tuple[str, ...],
+         changes: dict[str, object]) -> list[Layout]:
+    """One layout per sharding, in order, stopping at the first that fits."""
+    batch = w.spec.batch_size or 1
+    accum = max(1, batch // mb) if w.spec.task == "train" else 1
+    traces = traces_for(tracer, w, precision, mb, **changes)
+    cap = capacity_bytes(gpu)
+    ft = changes.get("finetune")
+    out = []
+    for sh in shardings:
+        plan = memory_plan(w, gpus, sh, accum, ft if isinstance(ft, str) else None)
+        need = max(tracer.need(t, gpu, plan) for t in traces)
+        out.append(Layout(gpus, sh, mb, accum, need, cap))
+        if need <= cap:
+            break
+    return out
+
+
+def fit_layout(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: int,
+               **changes: object) -> tuple[Layout | None, Layout]:
+    """(the first layout that fits or None, the attempt with the least memory per GPU)."""
+    train = w.spec.task == "train"
+    shardings = TRAIN_SHARDINGS if train and gpus > 1 else ("ddp",)
+    batch = w.spec.batch_size or 1
+    tried = _try(tracer, w, gpu, precision, gpus, batch, shardings, changes)
+    best = min(tried, key=lambda x: x.need_bytes)
+    if tried[-1].fits:
+        return tried[-1], best
+    smaller = _divisors_below(batch)
+    if not smaller:
+        return None, best
+    ones = _try(tracer, w, gpu, precision, gpus, 1, shardings, changes)
+    one = min(ones, key=lambda x: x.need_bytes)
+    best = min(best, one, key=lambda x: x.need_bytes)
+    if not ones[-1].fits:
+        return None, best
+    # aim: the line through (1, need(1)) and (B, need(B)) for the sharding that fits at 1
+    sh = ones[-1].sharding
+    at_b = next((x for x in tried if x.sharding == sh), tried[-1])
+    slope = (at_b.need_bytes - ones[-1].need_bytes) / max(batch - 1, 1)
+    room = ones[-1].capacity_bytes - ones[-1].need_bytes
+    aim = 1 + int(room / slope) if slope > 0 else batch - 1
+    for mb in [d for d in smaller if d <= aim] + [1]:
+        if mb == 1:
+            return ones[-1], best
+        got = _try(tracer, w, gpu, precision, gpus, mb, shardings, changes)
+        if got[-1].fits:
+            return got[-1], best
+    return ones[-1], best  # pragma: no cover (mb = 1 ends the loop)

@@ -1,0 +1,145 @@
+"""`whichgpu recommend`: the default use case, a model, every preset, JSON, HTML, bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from whichgpu.cli import app
+from whichgpu.recommend.presets import PRESETS
+
+pytest.importorskip("torch")
+
+runner = CliRunner()
+FEW = "rtx-4090,rtx-3090,a100-sxm4-80gb"  # BF16 cards: one trace per workload
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
+        mp.delenv("WHICHGPU_CATALOG", raising=False)
+        yield
+
+
+def run(*args: str) -> Result:
+    return runner.invoke(app, ["recommend", *args])
+
+
+def run_json(*args: str, code: int = 0) -> dict[str, Any]:
+    res = run(*args, "--json")
+    assert res.exit_code == code, res.output
+    doc: dict[str, Any] = json.loads(res.stdout)
+    assert doc["schema"] == "whichgpu.recommend/1"
+    return doc
+
+
+def test_default_use_case_table() -> None:
+    res = run("--gpu", "rtx-4090,rtx-3090,t4,rtx-3060-12gb")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    for text in ("use case llm-finetune", "ranked by value", "best overall (value)", "best value", "no budget",
+                 "free notebooks", "cannot run this job or left out", "below the rule of thumb of 24 GB",
+                 "assumption cost", "break-even", "compute-bound"):
+        assert text in out, text
+
+
+def test_json_schema() -> None:
+    doc = run_json("gpt2", "--seq-len", "256", "-b", "4", "--gpu", FEW + ",rtx-4060", "--rent", "--max-gpus", "2")
+    assert doc["objective"] == "value" and doc["unit"] == "tokens/s" and doc["request"]["mode"] == "rent"
+    assert {"title", "workloads", "picks", "rows", "configurations", "cannot_run", "assumptions", "notes"} <= set(doc)
+    assert [r["rank"] for r in doc["rows"]] == list(range(1, len(doc["rows"]) + 1))
+    assert {r["gpu"] for r in doc["rows"]} == {"rtx-4090", "rtx-3090", "a100-sxm4-80gb", "rtx-4060"}
+    assert {c["gpus"] for c in doc["configurations"]} == {1, 2}
+    for r in doc["rows"]:
+        assert r["reason"] and r["speed"] > 0 and r["runs"][0]["precision"] == "amp-bf16"
+        assert {"buy", "rent"} <= set(r["price"]) and "stale" in r["price"]["buy"]
+        assert r["value_per_usd"] is None or r["value_per_usd"] > 0
+    assert "memory" in doc["rows"][0] and doc["rows"][0]["memory"]["fits"]
+    kinds = [p["kind"] for p in doc["picks"]]
+    assert kinds[:3] == ["best-overall", "best-value", "fastest"] and "no-budget" in kinds
+    # ranked by value: work per dollar never increases down the rows that have a price
+    values = [r["value_per_usd"] for r in doc["rows"] if r["value_per_usd"] is not None]
+    assert values == sorted(values, reverse=True)
+
+
+def test_a_model_too_big_is_listed_apart_with_a_suggestion() -> None:
+    # GPT-2 XL (1.6B) full training: ~16 bytes of model states per parameter, over 24 GB
+    doc = run_json("gpt2-xl", "--seq-len", "512", "-b", "1", "--gpu", "rtx-4090,a100-sxm4-80gb", "--max-gpus", "1")
+    apart = {r["gpu"]: r for r in doc["cannot_run"]}
+    assert set(apart) == {"rtx-4090"} and apart["rtx-4090"]["reason"].startswith("does not fit: needs ")
+    assert apart["rtx-4090"]["suggestion"]  # e.g. "fits on 2 GPUs with ZeRO-3 (--max-gpus 2)"
+    assert [r["gpu"] for r in doc["rows"]] == ["a100-sxm4-80gb"]
+
+
+def test_budget_job_and_power() -> None:
+    doc = run_json("gpt2", "--seq-len", "256", "-b", "4", "--gpu", FEW, "--budget", "1500", "--objective",
+                   "cost-per-job", "--job-tokens", "1e9", "--max-power-w", "800", "--power-limit-w", "300")
+    within = next(p for p in doc["picks"] if p["kind"] == "best-within-budget")
+    assert within["gpu"] in ("rtx-3090", "rtx-4090")
+    assert all(r["power_w"] <= 800 for r in doc["configurations"])
+    assert all(r["job_usd"] > 0 and r["job_hours"] > 0 for r in doc["rows"])
+    assert "Dettmers" in doc["assumptions"]["power"]
+
+
+def test_html_report(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    res = run("gpt2", "--seq-len", "256", "-b", "4", "--gpu", FEW, "--html", str(out))
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'id="value-chart"' in page and 'id="roofline-chart"' in page
+    assert 'id="memory-chart"' in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page
+
+
+@pytest.mark.parametrize("preset", [p.name for p in PRESETS])
+def test_every_preset_runs_what_the_doc_says(preset: str) -> None:
+    doc = run_json("--use-case", preset, "--gpu", "rtx-4090,a100-sxm4-80gb")
+    p = next(x for x in PRESETS if x.name == preset)
+    assert doc["preset"] == preset and doc["objective"] == p.objective
+    assert [(w["model"], w["task"], w["batch_size"]) for w in doc["workloads"]] == \
+        [(w.model, w.task, w.batch_size) for w in p.workloads]
+    assert doc["request"]["min_memory_gb"] == p.min_memory_gb and doc["request"]["max_gpus"] == p.max_gpus
+    assert doc["rows"], doc["cannot_run"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-power-w", "50"], "--max-power-w 50: no GPU draws that little"),
+    (["--budget", "-1"], "--budget must be a positive number"),
+    (["--min-memory-gb", "1000"], "--min-memory-gb 1000: no GPU has that much"),
+    (["--use-case", "gaming"], "unknown use case 'gaming'"),
+    (["--price", "rtx-4090=cheap"], "expected NAME=USD"),
+    (["--prices", "nope.xlsx"], "a prices file must be .toml or .csv"),
+    (["--objective", "cost-per-job"], "needs the job"),
+    (["--use-case", "kaggle", "--batch-size", "4"], "--batch-size describe a MODEL's workload"),
+    (["gpt2", "--use-case", "kaggle"], "give a MODEL or --use-case, not both"),
+    (["gpt2", "--job-epochs", "2"], "--job-epochs needs --dataset-size"),
+    (["gpt2", "--gpu", "rtx-9999"], "unknown GPU"),
+])
+def test_bad_input_is_a_one_line_error(args: list[str], message: str) -> None:
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err, err
+
+
+def test_bad_prices_file(tmp_path: Path) -> None:
+    f = tmp_path / "p.csv"
+    f.write_text("gpu,buy_usd\nRTX 4090,1500\nRTX 9999,100\n")
+    res = run("gpt2", "--gpu", FEW, "--prices", str(f))
+    assert res.exit_code == 2 and "line 3: unknown GPU 'RTX 9999'" in res.stderr and "\n" not in res.stderr.strip()
+
+
+def test_what_would_make_it_fit() -> None:
+    # the issue's example: LoRA on an 8B model without checkpointing is over 24 GB
+    doc = run_json("llama-3-8b", "--finetune", "lora", "--seq-len", "2048", "-b", "1", "--gpu", "rtx-4090,rtx-4070",
+                   "--max-gpus", "1", code=2)
+    why = {r["gpu"]: r["reason"] for r in doc["cannot_run"]}
+    assert why["rtx-4090"].startswith("does not fit: needs ") and why["rtx-4090"].endswith(
+        "has 25.4 GB; fits with full activation checkpointing")
+    assert why["rtx-4070"].endswith("fits with QLoRA and full activation checkpointing")
