@@ -62,15 +62,22 @@ def fmt_count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def fmt_rate(x: float, unit: str) -> str:
+def fmt_si(x: float) -> str:
+    """A plain number with an SI suffix: 1.23G, 4.56M, 12.3k, 456, 1.23."""
     a = abs(x)
+    if a >= 1e9:
+        return f"{x / 1e9:.2f}G"
     if a >= 1e6:
-        return f"{x / 1e6:.2f}M {unit}"
+        return f"{x / 1e6:.2f}M"
     if a >= 1e4:
-        return f"{x / 1e3:.1f}k {unit}"
+        return f"{x / 1e3:.1f}k"
     if a >= 100:
-        return f"{x:.0f} {unit}"
-    return f"{x:.3g} {unit}"
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def fmt_rate(x: float, unit: str) -> str:
+    return f"{fmt_si(x)} {unit}"
 
 
 def fmt_usd(x: float) -> str:

@@ -10,24 +10,11 @@ from rich.table import Table
 from whichgpu.recommend.rank import Config
 from whichgpu.recommend.result import Recommendation
 from whichgpu.report.console import console
-from whichgpu.units import GB, fmt_time, fmt_usd
+from whichgpu.units import GB, fmt_si, fmt_time, fmt_usd
 
 
 def recommend_document(rec: Recommendation) -> dict[str, Any]:
     return rec.to_dict()
-
-
-def _num(x: float) -> str:
-    a = abs(x)
-    if a >= 1e9:
-        return f"{x / 1e9:.2f}G"
-    if a >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if a >= 1e4:
-        return f"{x / 1e3:.1f}k"
-    if a >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
 
 
 def _price(c: Config, mode: str) -> str:
@@ -45,7 +32,7 @@ def _break_even(c: Config, hours_per_month: float) -> str:
     if c.break_even_h is None:
         return "-"
     months = c.break_even_h / hours_per_month
-    return f"{_num(c.break_even_h)} h ({months:.0f} mo)" if months < 1000 else f"{_num(c.break_even_h)} h"
+    return f"{fmt_si(c.break_even_h)} h ({months:.0f} mo)" if months < 1000 else f"{fmt_si(c.break_even_h)} h"
 
 
 def _memory(c: Config) -> str:
@@ -84,13 +71,13 @@ def print_recommendation(rec: Recommendation, top: int) -> None:
                      max_width=70 if col == "why" else None)
     for i, c in enumerate(rec.rows[:top], start=1):
         row = [str(i), c.gpu.name, str(c.gpus), "/".join(sorted({r.precision for r in c.runs})),
-               _num(c.speed), fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
-               _num(c.value) if c.value is not None else "no price", _price(c, mode)]
+               fmt_si(c.speed), fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
+               fmt_si(c.value) if c.value is not None else "no price", _price(c, mode)]
         if req.job.given:
             row += [fmt_time(c.job_h * 3600) if c.job_h is not None else "-",
                     fmt_usd(c.job_usd) if c.job_usd is not None else "-"]
         if req.objective == "energy":
-            row.append(_num(c.per_kwh) if c.per_kwh is not None else "no TDP")
+            row.append(fmt_si(c.per_kwh) if c.per_kwh is not None else "no TDP")
         row += [_break_even(c, req.cost.hours_per_month), _memory(c), "; ".join(c.reasons)]
         style = "dim" if c.within_budget is False else None
         t.add_row(*row, style=style)

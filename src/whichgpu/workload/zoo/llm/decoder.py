@@ -58,6 +58,38 @@ class Rotary(nn.Module):
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
 
+def attend(q: Tensor, k: Tensor, v: Tensor, cache: tuple[Tensor, Tensor] | None, cache_pos: Tensor | None,
+           eager: bool, softmax_fp32: bool) -> Tensor:
+    """Causal attention of q (B, H, S, D) over k, v (B, KV, S, D); returns (B, S, H*D).
+
+    With a static KV cache (B, KV, T, D) the new positions are written in place and attention
+    runs over the whole cache. Eager: matmuls and softmax as transformers' eager path (K/V
+    repeated for GQA, FP32 softmax for Llama-style models); otherwise one fused SDPA call.
+    """
+    b, heads, s, d = q.shape
+    causal = True
+    if cache is not None:
+        kc, vc = cache
+        assert cache_pos is not None
+        kc.index_copy_(2, cache_pos, k)
+        vc.index_copy_(2, cache_pos, v)
+        k, v = kc, vc
+        causal = s > 1
+    if eager:
+        rep = heads // k.shape[1]
+        if rep > 1:
+            k = k[:, :, None].expand(b, k.shape[1], rep, k.shape[2], d).reshape(b, heads, k.shape[2], d)
+            v = v[:, :, None].expand(b, v.shape[1], rep, v.shape[2], d).reshape(b, heads, v.shape[2], d)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+        if causal:
+            w = w + torch.full((s, k.shape[2]), float("-inf"), device=q.device, dtype=w.dtype).triu(1)
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype) if softmax_fp32 else F.softmax(w, dim=-1)
+        o = torch.matmul(w, v)
+    else:
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return o.transpose(1, 2).reshape(b, s, -1)
+
+
 class Attention(nn.Module):
     def __init__(self, a: DecoderArgs) -> None:
         super().__init__()
@@ -78,27 +110,7 @@ class Attention(nn.Module):
         c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
         q = q * c + rotate_half(q) * sn
         k = k * c + rotate_half(k) * sn
-        causal = True
-        if cache is not None:
-            kc, vc = cache  # (B, KV, T, D) static cache; write the new positions in place
-            assert cache_pos is not None
-            kc.index_copy_(2, cache_pos, k)
-            vc.index_copy_(2, cache_pos, v)
-            k, v = kc, vc
-            causal = s > 1
-        if eager:
-            rep = self.a.heads // self.a.kv_heads
-            if rep > 1:
-                k = k[:, :, None].expand(b, self.a.kv_heads, rep, k.shape[2], d).reshape(b, self.a.heads, k.shape[2], d)
-                v = v[:, :, None].expand(b, self.a.kv_heads, rep, v.shape[2], d).reshape(b, self.a.heads, v.shape[2], d)
-            w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d)
-            if causal:
-                w = w + torch.full((s, k.shape[2]), float("-inf"), device=x.device, dtype=w.dtype).triu(1)
-            w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
-            o = torch.matmul(w, v)
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        o = o.transpose(1, 2).reshape(b, s, -1)
+        o = attend(q, k, v, cache, cache_pos, eager, softmax_fp32=True)
         return self.o_proj(o)  # type: ignore[no-any-return]
 
 
@@ -214,22 +226,8 @@ class GPT2Attention(nn.Module):
         d = self.a.head_dim
         q, k, v = self.c_attn(x).split(h, dim=2)
         q, k, v = (t.view(b, s, -1, d).transpose(1, 2) for t in (q, k, v))
-        causal = True
-        if cache is not None:
-            kc, vc = cache
-            assert cache_pos is not None
-            kc.index_copy_(2, cache_pos, k)
-            vc.index_copy_(2, cache_pos, v)
-            k, v = kc, vc
-            causal = s > 1
-        if eager:
-            w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
-            if causal:
-                w = w + torch.full((s, k.shape[2]), float("-inf"), device=x.device, dtype=w.dtype).triu(1)
-            o = torch.matmul(F.softmax(w, dim=-1), v)
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return self.c_proj(o.transpose(1, 2).reshape(b, s, h))  # type: ignore[no-any-return]
+        o = attend(q, k, v, cache, cache_pos, eager, softmax_fp32=False)
+        return self.c_proj(o)  # type: ignore[no-any-return]
 
 
 class GPT2Block(nn.Module):
