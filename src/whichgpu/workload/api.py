@@ -103,8 +103,10 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
     req = BuildRequest(task=spec.task, batch_size=spec.batch_size or 1, seq_len=spec.seq_len,
                        image_size=spec.image_size, phase=spec.phase, context=spec.context,
                        options=spec.options)
+    from whichgpu.workload.nodynamo import preresolve_dynamo_shims
     from whichgpu.workload.noinit import skip_init
 
+    preresolve_dynamo_shims()
     with skip_init():
         built, name, meta = _build(src, req)
     fmt = dict(spec.options).get("memory_format", "channels_first")

@@ -27,6 +27,7 @@ import whichgpu.workload.ops  # noqa: F401  (registers whichgpu::attention and i
 from whichgpu.errors import CaptureError
 from whichgpu.workload.autocast import PolicyMode
 from whichgpu.workload.costs import REGISTRY, Cost, fallback_category
+from whichgpu.workload.nodynamo import preresolve_dynamo_shims
 from whichgpu.workload.optim import OptimizerSpec, ParamGroup, optimizer_ops
 from whichgpu.workload.precision import SHORT, Precision
 from whichgpu.workload.trace import MemEvent, Op, Trace
@@ -95,6 +96,12 @@ class CaptureState:
 
 
 class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Nothing is compiled inside a capture: no disable-dynamo shim around __torch_dispatch__
+        # (its first call would import torch._dynamo; see nodynamo.py).
+        return False
+
     def __init__(self, state: CaptureState, tracker: Tracker) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.s = state
@@ -316,6 +323,7 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
     from whichgpu.workload.finetune import apply_finetune
 
     t0 = time.perf_counter()
+    preresolve_dynamo_shims()
     model: nn.Module = built.model
     inputs = built.inputs
     base_params = built.full_params
