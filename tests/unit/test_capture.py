@@ -320,3 +320,21 @@ def test_unknown_model_name() -> None:
 
     with pytest.raises(UnknownNameError, match="did you mean"):
         _trace("resnet-5O")
+
+
+def test_a_capture_does_not_import_torch_dynamo(tmp_path: Path) -> None:
+    """Cold-start cost: PyTorch's lazy disable-dynamo shims are resolved up front (nodynamo.py),
+    so capturing a built-in model never imports torch._dynamo (1-2 s on this machine)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from whichgpu.workload.api import get_trace\n"
+            "from whichgpu.workload.spec import WorkloadSpec\n"
+            "get_trace(WorkloadSpec('gpt2', batch_size=2, seq_len=64))\n"
+            "get_trace(WorkloadSpec('resnet50-v1.5', batch_size=2, image_size=64, precision='amp-fp16'))\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "WHICHGPU_CACHE_DIR": str(tmp_path)}).stdout.strip()
+    assert out == "False"
