@@ -107,6 +107,7 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
     from whichgpu.workload.noinit import skip_init
 
     preresolve_dynamo_shims()
+    _quiet_libraries()
     with skip_init():
         built, name, meta = _build(src, req)
     fmt = dict(spec.options).get("memory_format", "channels_first")
@@ -122,6 +123,19 @@ def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
                    batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
                    context=spec.context, model_meta=meta, finetune=spec.finetune, lora_rank=spec.lora_rank,
                    checkpointing=spec.checkpointing, memory_format=fmt)
+
+
+def _quiet_libraries() -> None:
+    """transformers/diffusers log advice meant for real weights (dtype casts, init); the CLI owns
+    the output, so their warnings are silenced during capture."""
+    import logging
+    import os
+
+    # Read by the libraries when they configure their loggers (on import).
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
+    for name in ("transformers", "diffusers", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _build(src: ModelSource, req: Any) -> tuple[Any, str, dict[str, Any]]:
