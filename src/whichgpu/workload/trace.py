@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 SCHEMA = "whichgpu.trace/1"
@@ -156,7 +156,7 @@ class Trace:
     # ---- serialisation -----------------------------------------------------------------
 
     def to_json(self) -> str:
-        d = {k: v for k, v in asdict(self).items() if k not in ("ops", "mem_events")}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ops", "mem_events")}
         # Columnar, string-interned ops: compact and fast to load.
         strings: dict[str, int] = {}
 
