@@ -2,38 +2,27 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
-
-from whichgpu.cli import app
+from tests.cli.conftest import invoke, invoke_json
+from typer.testing import Result
 
 pytest.importorskip("torch")
 
-runner = CliRunner()
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
-        mp.delenv("WHICHGPU_CATALOG", raising=False)
-        yield
+def _cache(isolated_cache: None) -> None:
+    """Every test here uses the module's private trace cache (tests/cli/conftest.py)."""
 
 
 def run(*args: str) -> Result:
-    return runner.invoke(app, ["fit", *args])
+    return invoke("fit", *args)
 
 
 def run_json(*args: str, code: int = 0) -> dict[str, Any]:
-    res = run(*args, "--json")
-    assert res.exit_code == code, res.output
-    doc: dict[str, Any] = json.loads(res.stdout)
-    assert doc["schema"] == "whichgpu.memory/1"
-    return doc
+    return invoke_json("fit", "whichgpu.memory/1", *args, code=code)
 
 
 def test_fits_with_breakdown_and_largest_batch() -> None:
