@@ -45,9 +45,9 @@ def main() -> None:
 
     t_torch = time.perf_counter() - t
     t = time.perf_counter()
+    import whichgpu.workload.capture  # noqa: F401
     from whichgpu.workload.api import get_trace
     from whichgpu.workload.spec import WorkloadSpec
-    import whichgpu.workload.capture  # noqa: F401
     t_mods = time.perf_counter() - t
     print(f"imports: torch {t_torch:.2f} s, whichgpu capture modules {t_mods:.2f} s (one-off per process)")
     print(f"{'model':18s} {'cold capture':>13s} {'ops':>6s} {'cached load':>12s} {'(+imports)':>11s}")

@@ -324,7 +324,8 @@ def test_unknown_model_name() -> None:
 
 def test_a_capture_does_not_import_torch_dynamo(tmp_path: Path) -> None:
     """Cold-start cost: PyTorch's lazy disable-dynamo shims are resolved up front (nodynamo.py),
-    so capturing a built-in model never imports torch._dynamo (1-2 s on this machine)."""
+    and activation checkpointing is our own (checkpointing.py), so capturing a built-in model never
+    imports torch._dynamo (1-1.5 s on this machine)."""
     import os
     import subprocess
     import sys
@@ -334,7 +335,36 @@ def test_a_capture_does_not_import_torch_dynamo(tmp_path: Path) -> None:
             "from whichgpu.workload.spec import WorkloadSpec\n"
             "get_trace(WorkloadSpec('gpt2', batch_size=2, seq_len=64))\n"
             "get_trace(WorkloadSpec('resnet50-v1.5', batch_size=2, image_size=64, precision='amp-fp16'))\n"
+            "get_trace(WorkloadSpec('gpt2', batch_size=2, seq_len=64, finetune='lora', checkpointing='full'))\n"
+            "get_trace(WorkloadSpec('gpt2', batch_size=2, seq_len=64, finetune='qlora', checkpointing='selective'))\n"
             "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "WHICHGPU_CACHE_DIR": str(tmp_path)}).stdout.strip()
     assert out == "False"
+
+
+def test_a_trace_does_not_depend_on_garbage_collection() -> None:
+    """Captures run with the cyclic collector paused (a cold-start saving): the trace must be
+    the same when it collects often, since tensors are freed by reference counting. The
+    collector's state is restored afterwards."""
+    import gc
+    import json
+
+    from whichgpu.workload.api import _capture, _capture_now, resolve
+    from whichgpu.workload.spec import WorkloadSpec, classify
+
+    spec, src = resolve(WorkloadSpec("gpt2", batch_size=2, seq_len=32, checkpointing="full"))
+    assert src == classify("gpt2")
+    assert gc.isenabled()
+    paused = json.loads(_capture(spec, src).to_json())
+    assert gc.isenabled()
+    old = gc.get_threshold()
+    gc.set_threshold(50, 2, 2)
+    try:
+        collected = json.loads(_capture_now(spec, src).to_json())
+    finally:
+        gc.set_threshold(*old)
+    for d in (paused, collected):
+        d.pop("capture_seconds")
+    assert paused == collected
+    assert paused["mem_events"]

@@ -78,6 +78,13 @@ class Timeline:
 
     def peak(self, grad_weight: float = 1.0) -> Peak:
         """Peak of activations + grad_weight x gradients over the step, with block copies."""
+        cache: dict[float, Peak] = self.__dict__.setdefault("_peaks", {})
+        hit = cache.get(grad_weight)
+        if hit is None:
+            hit = cache[grad_weight] = self._peak(grad_weight)
+        return hit
+
+    def _peak(self, grad_weight: float) -> Peak:
         best = Peak(0.0, 0.0, 0.0, 0, "forward", "")
         for i, k in enumerate(self.op_index):
             act, grad = self.activations[i], self.gradients[i]
@@ -133,8 +140,12 @@ def _pair(ev: list[_Ev]) -> list[int | None]:
     return freed_at
 
 
+_TIMELINES: dict[tuple[int, bool, bool], tuple[Trace, Timeline]] = {}
+
+
 def simulate(trace: Trace, grads_in_step: bool = True, drop_weight_casts: bool = False) -> Timeline:
-    """Walk the trace's memory events.
+    """Walk the trace's memory events (memoised per trace object: a search asks for the same
+    timeline for every GPU count and card).
 
     grads_in_step: parameter gradients are allocated during backward (``zero_grad(set_to_none=
     True)``, PyTorch's default); False keeps them out of the timeline (the caller counts them as
@@ -142,6 +153,18 @@ def simulate(trace: Trace, grads_in_step: bool = True, drop_weight_casts: bool =
     drop_weight_casts: leave out forward casts of parameters (autocast's low-precision weight
     copies), which FSDP/ZeRO-3 mixed precision replaces by its gathered low-precision parameters.
     """
+    key = (id(trace), grads_in_step, drop_weight_casts)
+    hit = _TIMELINES.get(key)
+    if hit is not None and hit[0] is trace:
+        return hit[1]
+    tl = _simulate(trace, grads_in_step, drop_weight_casts)
+    if len(_TIMELINES) >= 64:
+        _TIMELINES.clear()
+    _TIMELINES[key] = (trace, tl)
+    return tl
+
+
+def _simulate(trace: Trace, grads_in_step: bool, drop_weight_casts: bool) -> Timeline:
     ops = trace.ops
     ev = [(e.op_index, e.delta, e.sid) for e in trace.mem_events]
     freed_at = _pair(ev)

@@ -13,7 +13,7 @@ compute- and memory-bound kernel time, overhead = kernel latencies + CPU time th
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from whichgpu.hardware.spec import GpuSpec
@@ -195,14 +195,36 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
     return body + lat, tc, tm, lat, bound, used, eff
 
 
-def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
-             top: int = 10) -> StepEstimate:
-    """Predict one step of `trace` on `spec` under `plan`."""
-    plan = plan or Plan()
-    plan.validate()
-    params = params or load_params()
+@dataclass
+class _OpSums:
+    """The per-op part of an estimate: it depends on the trace, the card and the plan's compile,
+    overlap, power limit and accumulation, not on the GPU count or sharding, so one is shared by
+    every count a search tries."""
+
+    compute_s: float
+    memory_s: float
+    latency_s: float
+    backward_gpu_s: float
+    cpu_s: float
+    by_category: dict[str, dict[str, float]]
+    per_op: list[OpEstimate]  # slowest first
+    notes: frozenset[str]
+    costs: dict[tuple[Any, ...], float]
+    model_flops: float
+
+
+_SUMS: dict[tuple[Any, ...], tuple[tuple[Any, ...], _OpSums]] = {}
+
+
+def _op_sums(trace: Trace, spec: GpuSpec, plan: Plan, params: PerfParams) -> tuple[Device, _OpSums]:
     dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
-    ops, compact, syncs, parts = _prepared(trace, plan.compile)
+    owners = (trace, spec, params)
+    key = (id(trace), id(spec), id(params), plan.compile, plan.overlap, plan.use_measured,
+           plan.power_limit_w, plan.grad_accum)
+    hit = _SUMS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
+        return dev, hit[1]
+    _ops, compact, _syncs, parts = _prepared(trace, plan.compile)
     latency_s = params.kernel_latency_us * 1e-6 * (GRAPH_LATENCY_FACTOR if plan.compile else 1.0)
 
     compute_s = memory_s = latency_total = backward_gpu = 0.0
@@ -242,6 +264,29 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         eager_cpu = sum(n * (params.cpu_op_us if o.kernels > 0 else params.cpu_view_us) * 1e-6
                         for o, n in _prepared(trace, False)[1])
         cpu_s = min(GRAPH_REPLAY_S, eager_cpu)
+    per_op.sort(key=lambda e: -e.seconds)
+    model_flops = trace.total_flops("forward") + trace.total_flops("backward")
+    sums = _OpSums(compute_s, memory_s, latency_total, backward_gpu, cpu_s, by_cat, per_op, frozenset(notes),
+                   costs, model_flops)
+    if len(_SUMS) >= 256:
+        _SUMS.clear()
+    _SUMS[key] = (owners, sums)
+    return dev, sums
+
+
+def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
+             top: int = 10) -> StepEstimate:
+    """Predict one step of `trace` on `spec` under `plan`."""
+    plan = plan or Plan()
+    plan.validate()
+    params = params or load_params()
+    dev, sums = _op_sums(trace, spec, plan, params)
+    ops, _compact, syncs, _parts = _prepared(trace, plan.compile)
+    compute_s, memory_s, latency_total = sums.compute_s, sums.memory_s, sums.latency_s
+    backward_gpu, cpu_s, costs = sums.backward_gpu_s, sums.cpu_s, sums.costs
+    by_cat = {k: dict(v) for k, v in sums.by_category.items()}
+    notes = set(sums.notes)
+    accum = plan.grad_accum
 
     # ---- data-parallel gradient all-reduce -----------------------------------------------------
     comm_total = comm_exposed = 0.0
@@ -280,9 +325,8 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     tokens = trace.tokens * plan.gpus / step if trace.tokens else 0.0
     pol = POLICIES.get(trace.precision)
     peak_rate = dev.rate(pol.matmul_dtype if pol else "fp32")
-    model_flops = trace.total_flops("forward") + trace.total_flops("backward")
+    model_flops = sums.model_flops
     mfu = model_flops / step / peak_rate.flops
-    per_op.sort(key=lambda e: -e.seconds)
     _, fit_meta = load_params_with_meta()
     assumptions = {
         "precision": trace.precision,
@@ -302,6 +346,6 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         gpu_id=spec.id, gpu_name=spec.name, gpus=plan.gpus, step_s=step, compute_s=compute_s, memory_s=memory_s,
         overhead_s=overhead, comm_s=comm_exposed, gpu_busy_s=gpu_busy, cpu_s=cpu_s, comm_total_s=comm_total,
         samples_per_s=samples, tokens_per_s=tokens, mfu=mfu, mfu_peak_dtype=peak_rate.dtype,
-        model_tflops_per_gpu=model_flops / step / 1e12, bound=bound, by_category=by_cat, top_ops=per_op[:top],
+        model_tflops_per_gpu=model_flops / step / 1e12, bound=bound, by_category=by_cat, top_ops=[replace(e) for e in sums.per_op[:top]],
         assumptions=assumptions, notes=sorted(notes),
     )

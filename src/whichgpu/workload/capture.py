@@ -358,8 +358,7 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
             active = any(m is policy for m in _get_current_function_mode_stack())  # type: ignore[no-untyped-call]
             return contextlib.nullcontext() if active else policy
 
-        apply_checkpointing(model, checkpointing, repeats, lambda: state.phase == "backward", _set_recompute,
-                            _policy_ctx)
+        apply_checkpointing(model, checkpointing, repeats, _set_recompute, _policy_ctx)
     for pname, p in model.named_parameters():
         state.param_storages[p.untyped_storage()._cdata] = pname
     state.rnn_modules = frozenset(n for n, m in model.named_modules() if isinstance(m, nn.RNNBase))

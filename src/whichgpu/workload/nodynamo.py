@@ -30,7 +30,6 @@ def preresolve_dynamo_shims() -> int:
     import torch._decomp
     import torch._refs
     import torch._refs.nn.functional
-    import torch.utils.checkpoint
 
     candidates: list[Any] = []
     prefixes = ("torch._refs", "torch._prims", "torch._decomp", "torch._meta_registrations",
