@@ -86,48 +86,45 @@ def _detach(x: Any) -> Any:
     return x.detach() if isinstance(x, torch.Tensor) else x
 
 
-class _SaveOutputs(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Selective checkpointing, forward: keep the outputs of the ops the policy saves."""
+class _OutputStore(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Selective checkpointing's two modes share a store of op outputs, keyed by op and call
+    number within the block."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        return False  # no disable-dynamo shim (see nodynamo.py)
+        return False  # no disable-dynamo shim around __torch_dispatch__ (see nodynamo.py)
 
     def __init__(self, store: dict[Any, dict[int, Any]]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.store = store
         self.counter: dict[Any, int] = defaultdict(int)
+
+    def _call_number(self, func: Any) -> int:
+        idx = self.counter[func]
+        self.counter[func] += 1
+        return idx
+
+
+class _SaveOutputs(_OutputStore):  # type: ignore[no-untyped-call]
+    """Selective checkpointing, forward: keep the outputs of the ops the policy saves."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if func in _IGNORED:
-            return out
-        idx = self.counter[func]
-        self.counter[func] += 1
-        self.store[func][idx] = tree_map(_detach, out) if _must_save(func) else _RECOMPUTE
+        if func not in _IGNORED:
+            self.store[func][self._call_number(func)] = tree_map(_detach, out) if _must_save(func) else _RECOMPUTE
         return out
 
 
-class _ReuseOutputs(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class _ReuseOutputs(_OutputStore):  # type: ignore[no-untyped-call]
     """Selective checkpointing, recomputation: saved ops return their kept outputs instead of
     running again; the rest run."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False
-
-    def __init__(self, store: dict[Any, dict[int, Any]]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.store = store
-        self.counter: dict[Any, int] = defaultdict(int)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         if func in _IGNORED:
             return func(*args, **(kwargs or {}))
-        idx = self.counter[func]
-        self.counter[func] += 1
+        idx = self._call_number(func)
         entry = self.store.get(func, {}).pop(idx, None)
         if entry is None:
             raise CaptureError(f"checkpointed block recomputed {func} (call {idx}) that its forward did not run")
