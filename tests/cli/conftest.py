@@ -1,26 +1,16 @@
-"""Shared harness for CLI tests: a private trace cache and JSON-invoking helpers."""
+"""Shared harness for CLI tests: JSON-invoking helpers (the private trace cache fixture,
+``isolated_cache``, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner, Result
 
 from whichgpu.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A trace cache of the test module's own, and no user catalog from the environment."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
-        mp.delenv("WHICHGPU_CATALOG", raising=False)
-        yield
 
 
 def invoke(command: str, *args: str) -> Result:

@@ -12,9 +12,7 @@ pytest.importorskip("torch")
 
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(isolated_cache: None) -> None:
-    """Every test here uses the module's private trace cache (tests/cli/conftest.py)."""
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # the module's own trace cache (tests/conftest.py)
 
 
 def run(*args: str) -> Result:

@@ -16,9 +16,7 @@ pytest.importorskip("torch")
 FEW = "rtx-4090,rtx-3090,a100-sxm4-80gb"  # BF16 cards: one trace per workload
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(isolated_cache: None) -> None:
-    """Every test here uses the module's private trace cache (tests/cli/conftest.py)."""
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # the module's own trace cache (tests/conftest.py)
 
 
 def run(*args: str) -> Result:

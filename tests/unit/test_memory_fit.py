@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -18,12 +17,7 @@ from whichgpu.memory.fit import fit, max_batch
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import MemEvent, Op, Trace
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # the module's own trace cache (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -3,20 +3,13 @@ captures), and a GPT block's saved activations against Korthikanti et al. 2022."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from whichgpu.memory.lifetime import simulate
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import MemEvent, Op, Trace
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # the module's own trace cache (tests/conftest.py)
 
 
 def op(name: str, phase: str, module: str = "", block: str = "", tags: tuple[str, ...] = ()) -> Op:

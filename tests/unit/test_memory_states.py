@@ -4,7 +4,6 @@ ZeRO / FSDP per-GPU formulas against DeepSpeed's own estimators."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 
@@ -27,11 +26,7 @@ LLAMA2_7B = 6_738_415_616  # sum of the parameter shapes of meta-llama/Llama-2-7
 GPT2 = 124_439_808
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHICHGPU_CACHE_DIR", str(tmp_path_factory.mktemp("traces")))
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # the module's own trace cache (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
