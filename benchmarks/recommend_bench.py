@@ -7,7 +7,7 @@ where cold = a new process and an empty trace cache (the traces of every precisi
 cards need are captured on the meta device). Warm = the same command again, traces cached.
 Each case runs in its own process, as a user runs it; the figure is the wall time of the process.
 A command that loaded torch ends with os._exit (cli.main), skipping the interpreter's teardown
-of torch (0.4-0.7 s); the timed process includes everything else. The machine's speed varies
+of torch (0.5-0.8 s); the timed process includes everything else. The machine's speed varies
 (shared CPUs), so the run also times a fresh process importing torch (with its teardown), a cost
 every cold capture pays: "ours" = cold minus that baseline. (The first meta-device capture in a
 process also imports sympy, through PyTorch's shape checks: about 0.5 s of "ours".)

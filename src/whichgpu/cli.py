@@ -62,7 +62,7 @@ def main() -> None:
     """Console-script entry point.
 
     A command that captured a model has torch loaded, and the interpreter's orderly teardown of
-    torch's modules takes 0.4-0.7 s after the work is done. Such a process flushes its output
+    torch's modules takes 0.5-0.8 s after the work is done. Such a process flushes its output
     and ends with os._exit: every file it writes (trace cache, HTML report) is closed by then,
     and it registers no exit handlers of its own.
     """

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from whichgpu.memo import IdentityMemo
 from whichgpu.workload.trace import Trace
 
 
@@ -140,7 +141,7 @@ def _pair(ev: list[_Ev]) -> list[int | None]:
     return freed_at
 
 
-_TIMELINES: dict[tuple[int, bool, bool], tuple[Trace, Timeline]] = {}
+_TIMELINES: IdentityMemo[Timeline] = IdentityMemo(64)
 
 
 def simulate(trace: Trace, grads_in_step: bool = True, drop_weight_casts: bool = False) -> Timeline:
@@ -153,15 +154,8 @@ def simulate(trace: Trace, grads_in_step: bool = True, drop_weight_casts: bool =
     drop_weight_casts: leave out forward casts of parameters (autocast's low-precision weight
     copies), which FSDP/ZeRO-3 mixed precision replaces by its gathered low-precision parameters.
     """
-    key = (id(trace), grads_in_step, drop_weight_casts)
-    hit = _TIMELINES.get(key)
-    if hit is not None and hit[0] is trace:
-        return hit[1]
-    tl = _simulate(trace, grads_in_step, drop_weight_casts)
-    if len(_TIMELINES) >= 64:
-        _TIMELINES.clear()
-    _TIMELINES[key] = (trace, tl)
-    return tl
+    return _TIMELINES.get((trace,), (grads_in_step, drop_weight_casts),
+                          lambda: _simulate(trace, grads_in_step, drop_weight_casts))
 
 
 def _simulate(trace: Trace, grads_in_step: bool, drop_weight_casts: bool) -> Timeline:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from whichgpu.hardware.spec import GpuSpec
+from whichgpu.memo import IdentityMemo
 from whichgpu.perf.comm import allreduce
 from whichgpu.perf.device import Device
 from whichgpu.perf.fusion import fuse
@@ -94,16 +95,16 @@ def _key(o: Op) -> tuple[Any, ...]:
 
 
 _Prepared = tuple[list[Op], list[tuple[Op, int]], bool, dict[tuple[Any, ...], list[Op]]]
-_COMPACT: dict[tuple[int, bool], tuple[Trace, _Prepared]] = {}
+_COMPACT: IdentityMemo[_Prepared] = IdentityMemo(256)
 
 
 def _prepared(trace: Trace, compile: bool) -> _Prepared:
     """(ops as launched, identical ops merged with a multiplicity, has host syncs, components of
-    fused ops); cached per trace."""
-    key = (id(trace), compile)
-    hit = _COMPACT.get(key)
-    if hit is not None and hit[0] is trace:
-        return hit[1]
+    fused ops); memoised per trace."""
+    return _COMPACT.get((trace,), (compile,), lambda: _prepare(trace, compile))
+
+
+def _prepare(trace: Trace, compile: bool) -> _Prepared:
     parts: dict[tuple[Any, ...], list[Op]] = {}
     if compile:
         ops, by_pos = fuse(trace.ops)
@@ -119,11 +120,7 @@ def _prepared(trace: Trace, compile: bool) -> _Prepared:
         else:
             e[1] += o.count
     syncs = any("host-sync" in o.tags for o in ops)
-    res: _Prepared = (ops, [(o, n) for o, n in agg.values()], syncs, parts)
-    if len(_COMPACT) > 256:
-        _COMPACT.clear()
-    _COMPACT[key] = (trace, res)
-    return res
+    return ops, [(o, n) for o, n in agg.values()], syncs, parts
 
 
 def _synced_time(ops: list[Op], costs: dict[tuple[Any, ...], float], cpu_op_s: float, cpu_view_s: float,
@@ -213,17 +210,17 @@ class _OpSums:
     model_flops: float
 
 
-_SUMS: dict[tuple[Any, ...], tuple[tuple[Any, ...], _OpSums]] = {}
+_SUMS: IdentityMemo[_OpSums] = IdentityMemo(256)
 
 
-def _op_sums(trace: Trace, spec: GpuSpec, plan: Plan, params: PerfParams) -> tuple[Device, _OpSums]:
-    dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
-    owners = (trace, spec, params)
-    key = (id(trace), id(spec), id(params), plan.compile, plan.overlap, plan.use_measured,
-           plan.power_limit_w, plan.grad_accum)
-    hit = _SUMS.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
-        return dev, hit[1]
+def _op_sums(trace: Trace, dev: Device, plan: Plan) -> _OpSums:
+    return _SUMS.get((trace, dev.spec, dev.params),
+                     (plan.compile, plan.overlap, plan.use_measured, plan.power_limit_w, plan.grad_accum),
+                     lambda: _sum_ops(trace, dev, plan))
+
+
+def _sum_ops(trace: Trace, dev: Device, plan: Plan) -> _OpSums:
+    params = dev.params
     _ops, compact, _syncs, parts = _prepared(trace, plan.compile)
     latency_s = params.kernel_latency_us * 1e-6 * (GRAPH_LATENCY_FACTOR if plan.compile else 1.0)
 
@@ -266,12 +263,8 @@ def _op_sums(trace: Trace, spec: GpuSpec, plan: Plan, params: PerfParams) -> tup
         cpu_s = min(GRAPH_REPLAY_S, eager_cpu)
     per_op.sort(key=lambda e: -e.seconds)
     model_flops = trace.total_flops("forward") + trace.total_flops("backward")
-    sums = _OpSums(compute_s, memory_s, latency_total, backward_gpu, cpu_s, by_cat, per_op, frozenset(notes),
+    return _OpSums(compute_s, memory_s, latency_total, backward_gpu, cpu_s, by_cat, per_op, frozenset(notes),
                    costs, model_flops)
-    if len(_SUMS) >= 256:
-        _SUMS.clear()
-    _SUMS[key] = (owners, sums)
-    return dev, sums
 
 
 def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
@@ -280,7 +273,8 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     plan = plan or Plan()
     plan.validate()
     params = params or load_params()
-    dev, sums = _op_sums(trace, spec, plan, params)
+    dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
+    sums = _op_sums(trace, dev, plan)
     ops, _compact, syncs, _parts = _prepared(trace, plan.compile)
     compute_s, memory_s, latency_total = sums.compute_s, sums.memory_s, sums.latency_s
     backward_gpu, cpu_s, costs = sums.backward_gpu_s, sums.cpu_s, sums.costs

@@ -92,7 +92,7 @@ def _channels_last(built: Any) -> None:
 def _capture(spec: WorkloadSpec, src: ModelSource) -> Trace:
     """Capture with Python's cyclic garbage collector paused (restored after): importing torch
     and tracing allocate hundreds of thousands of objects, and the collections they trigger cost
-    a cold start about 0.5 s. Nothing in a capture depends on them: tensors are freed by
+    a cold start about 0.6 s. Nothing in a capture depends on them: tensors are freed by
     reference counting, and traces are identical with the collector on or off (tested)."""
     was_enabled = gc.isenabled()
     gc.disable()
