@@ -29,12 +29,12 @@ def main() -> None:
         trace = get_trace(spec)
         load = time.perf_counter() - t
         cat = load_catalog()
-        for compile_ in (False, True):
+        for engine in ("pytorch", "torch-compile"):
             t = time.perf_counter()
             for g in cat:
-                estimate(trace, g, Plan(compile=compile_))
+                estimate(trace, g, Plan(engine=engine))
             dt = time.perf_counter() - t
-            print(f"{label:28s} {'compile' if compile_ else 'eager':7s} {len(cat)} GPUs: {dt:.3f} s "
+            print(f"{label:28s} {engine:13s} {len(cat)} GPUs: {dt:.3f} s "
                   f"({1e3 * dt / len(cat):.1f} ms/GPU; trace load {load:.3f} s, {len(trace.ops)} ops)")
 
 

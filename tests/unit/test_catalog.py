@@ -22,7 +22,7 @@ from whichgpu.hardware.catalog import (
     read_toml,
     validate_raw,
 )
-from whichgpu.hardware.names import squash
+from whichgpu.hardware.names import NameIndex, squash
 from whichgpu.hardware.spec import GpuSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -440,6 +440,122 @@ def test_no_two_entries_share_a_spelling() -> None:
                 clashes.append(f"{n!r}: {owner[key]} and {s.id}")
             owner[key] = s.id
     assert clashes == []
+
+
+def test_every_id_name_and_alias_resolves_to_its_own_entry() -> None:
+    wrong = [f"{n!r} -> {CATALOG.get(n).id}, not {s.id}" for s in SPECS for n in (s.id, s.name, *s.aliases)
+             if CATALOG.get(n).id != s.id]
+    assert wrong == []
+
+
+# How published benchmark tables name GPUs: a memory size checked against memory.size_gb, a
+# parenthesised qualifier narrowing the name before it (names.py, rules 4-7).
+BENCHMARK_TABLE_SPELLINGS = {
+    "3070 8GB": "rtx-3070",
+    "3080 Ti 12GB": "rtx-3080-ti",
+    "3090 24GB": "rtx-3090",  # the base model: RTX 3090 Ti (also 24 GB) is a variant of it
+    "4080 16GB": "rtx-4080",  # likewise RTX 4080 SUPER (also 16 GB)
+    "RTX 4000 Ada 20GB": "rtx-4000-ada",
+    "RTX A6000 48GB": "rtx-a6000",
+    "L40S 48GB": "l40s",
+    "A100 SXM 80GB": "a100-sxm4-80gb",
+    "H100 (H100-HBM3-80GB)": "h100-sxm5-80gb",  # HBM3 and 80 GB: SXM5 (PCIe is HBM2e, NVL 94 GB)
+    "MI250X (one GCD)": "mi250x-gcd",
+    # bare GeForce model numbers
+    "3070": "rtx-3070",
+    "4080": "rtx-4080",
+    "3090": "rtx-3090",
+    # the qualifier picks a variant of the name before it, by name or by memory type
+    "H100 (PCIe)": "h100-pcie-80gb",
+    "H100 (HBM2e)": "h100-pcie-80gb",
+    "RTX 3090 (24 GB)": "rtx-3090",
+    "A100 (SXM4 80GB)": "a100-sxm4-80gb",
+    "MI250X 64GB": "mi250x-gcd",
+    "MI250X 128GB": "mi250x",
+}
+
+
+@pytest.mark.parametrize(("query", "expected"), sorted(BENCHMARK_TABLE_SPELLINGS.items()))
+def test_benchmark_table_spelling_resolves(query: str, expected: str) -> None:
+    assert CATALOG.get(query).id == expected
+
+
+def test_a_qualifier_that_says_nothing_about_the_part_keeps_the_name() -> None:
+    assert CATALOG.get("V100-16GB (Lambda Cloud)").id == "v100-sxm2-16gb"  # as before (an alias)
+    assert CATALOG.get("A10 (Lambda Cloud)").id == "a10"
+    assert CATALOG.get("H100 (330W cap)").id == "h100-sxm5-80gb"  # "H100" alone is the SXM5
+    assert CATALOG.get("RTX 4090 (Lambda Cloud)").id == "rtx-4090"
+
+
+def test_a100_80gb_with_a_power_cap_is_ambiguous_between_pcie_and_sxm4() -> None:
+    with pytest.raises(AmbiguousNameError) as ei:
+        CATALOG.get("A100-80GB (330W cap)")
+    assert ei.value.matches == ["a100-pcie-80gb", "a100-sxm4-80gb"]  # the name does not say which
+
+
+def test_a_memory_size_no_candidate_has_is_unknown() -> None:
+    with pytest.raises(UnknownNameError):
+        CATALOG.get("3070 16GB")  # the RTX 3070 has 8 GB
+    with pytest.raises(UnknownNameError):
+        CATALOG.get("H100 (16GB)")
+
+
+def test_a_name_is_not_read_as_a_longer_one_it_is_a_prefix_of() -> None:
+    # "MI250" is an entry of its own: a 64 GB "MI250" is not the MI250X GCD
+    with pytest.raises(UnknownNameError):
+        CATALOG.get("MI250 64GB")
+    assert CATALOG.get("MI250").id == "mi250"
+    assert CATALOG.get("MI250X").id == "mi250x"
+
+
+def test_errors_for_names_that_did_not_resolve_are_unchanged() -> None:
+    with pytest.raises(AmbiguousNameError) as amb:
+        CATALOG.get("a100")
+    assert str(amb.value) == ("ambiguous GPU 'a100': matches a100-pcie-40gb, a100-pcie-80gb, a100-sxm4-40gb, "
+                              "a100-sxm4-80gb; be more specific")
+    with pytest.raises(UnknownNameError) as unk:
+        CATALOG.get("rtx 9090")
+    assert str(unk.value) == "unknown GPU 'rtx 9090'; did you mean 'rtx-5090', 'rtx-4090', 'rtx-3090'?"
+    assert "\n" not in str(amb.value) + str(unk.value)
+
+
+def test_an_index_without_memory_reads_names_only() -> None:
+    """The model zoo's index (no memory): sizes and qualifiers are not read."""
+    idx = NameIndex([("m-3090", ["Model 3090"]), ("m-3090-ti", ["Model 3090 Ti"])])
+    with pytest.raises(UnknownNameError):
+        idx.resolve("Model 3090 (tuned)")
+    with pytest.raises(AmbiguousNameError):
+        idx.resolve("3090")
+
+
+# --------------------------------------------------------------------------- MI250X GCD
+
+
+def test_mi250x_gcd_is_half_an_mi250x() -> None:
+    pkg, gcd = CATALOG.get("mi250x"), CATALOG.get("mi250x-gcd")
+    assert (gcd.vendor, gcd.architecture, gcd.year, gcd.memory_type) == (pkg.vendor, pkg.architecture, pkg.year, pkg.memory_type)
+    # per package: halved (the MI250X notes: each GCD 64 GB / 1.6 TB/s / 8 MB L2 / 110 CUs)
+    assert gcd.memory_gb == pkg.memory_gb / 2 == 64
+    assert gcd.memory_bandwidth_gbps == pkg.memory_bandwidth_gbps / 2 == 1638.4
+    assert gcd.l2_cache_mb == (pkg.l2_cache_mb or 0) / 2 == 8
+    assert gcd.sm_count == (pkg.sm_count or 0) // 2 == 110
+    assert gcd.tdp_w == (pkg.tdp_w or 0) / 2 == 250  # an even split of the package's 500 W
+    assert set(gcd.peak_tflops) == set(pkg.peak_tflops)
+    for dt, v in pkg.peak_tflops.items():
+        assert gcd.peak_tflops[dt] == pytest.approx(v / 2), dt  # e.g. BF16 383 / 2 = 191.5
+    assert gcd.unsupported == pkg.unsupported
+    # per CU, per clock or per dtype: the package's
+    assert (gcd.boost_clock_mhz, gcd.shared_mem_per_sm_kb, gcd.l1_cache_per_sm_kb) == (
+        pkg.boost_clock_mhz, pkg.shared_mem_per_sm_kb, pkg.l1_cache_per_sm_kb)
+    assert (gcd.tensor_core_dtypes, gcd.sparsity_2to4) == (pkg.tensor_core_dtypes, pkg.sparsity_2to4)
+    assert "even split" in gcd.source_of("power.tdp_w")
+    assert "Seen by software as 2 GPUs (GCDs)" in gcd.source_of("memory.size_gb") + gcd.sources["default"]
+
+
+def test_mi250x_gcd_has_no_prices() -> None:
+    """A GCD is not sold alone: no purchase or rental price, like the mi250x itself."""
+    p = CATALOG.get("mi250x-gcd").price
+    assert (p.launch_msrp_usd, p.street_usd, p.cloud_usd_per_hour) == (None, None, None)
 
 
 # --------------------------------------------------------------------------- user override directories

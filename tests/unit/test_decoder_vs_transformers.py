@@ -1,8 +1,8 @@
 """The built-in decoder equals transformers' definitions: parameters and forward FLOPs.
 
-whichgpu builds Llama/Mistral/Mixtral/Qwen2/GPT-2 with its own compact definition (importing
-transformers' model code costs seconds). These tests build both on the meta device from the same
-small config and compare exactly.
+whichgpu builds Llama/Mistral/Mixtral/Qwen2/GPT-2/GPT-J/Falcon with its own compact definition
+(importing transformers' model code costs seconds). These tests build both on the meta device
+from the same small config and compare exactly.
 """
 
 from __future__ import annotations
@@ -23,6 +23,23 @@ CONFIGS = {
                     num_attention_heads=4, num_key_value_heads=2, vocab_size=500, max_position_embeddings=256,
                     num_local_experts=4, num_experts_per_tok=2),
     "gpt2": dict(model_type="gpt2", n_embd=128, n_layer=2, n_head=4, vocab_size=1000, n_positions=256),
+    # GPT-J 6B scaled down: rotary on the first quarter of each head (64 of 256 there, 16 of 64 here).
+    "gptj": dict(model_type="gptj", n_embd=256, n_layer=2, n_head=4, rotary_dim=16, vocab_size=50400,
+                 n_positions=256),
+    "gptj-tied": dict(model_type="gptj", n_embd=128, n_layer=2, n_head=4, rotary_dim=32, vocab_size=50400,
+                      n_positions=256, tie_word_embeddings=True),
+    # Falcon-180B scaled down: new decoder architecture, GQA (232 / 8 there, 8 / 2 here), ln_attn + ln_mlp.
+    "falcon": dict(model_type="falcon", hidden_size=256, num_hidden_layers=2, num_attention_heads=8,
+                   num_kv_heads=2, new_decoder_architecture=True, vocab_size=1000),
+    # Falcon-11B style (new architecture, one LayerNorm), Falcon-7B style (multi-query, one LayerNorm)
+    # and the sequential block with biases (parallel_attn false, bias true, untied head).
+    "falcon-1ln": dict(model_type="falcon", hidden_size=256, num_hidden_layers=2, num_attention_heads=8,
+                       num_kv_heads=2, new_decoder_architecture=True, num_ln_in_parallel_attn=1, vocab_size=1000),
+    "falcon-mq": dict(model_type="falcon", hidden_size=256, num_hidden_layers=2, num_attention_heads=8,
+                      vocab_size=1000),
+    "falcon-seq": dict(model_type="falcon", hidden_size=256, num_hidden_layers=2, num_attention_heads=8,
+                       multi_query=False, parallel_attn=False, bias=True, tie_word_embeddings=False,
+                       vocab_size=1000),
 }
 
 
@@ -54,7 +71,8 @@ def test_parameter_count_equals_transformers(family: str) -> None:
     assert ours.full_params == n_hf  # the closed-form count used for truncated builds
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "gpt2", "gptj", "gptj-tied", "falcon", "falcon-1ln",
+                                    "falcon-mq", "falcon-seq"])
 def test_forward_flops_equal_transformers(family: str) -> None:
     """Dense families: the same GEMM FLOPs (torch's FlopCounterMode on both, eager attention).
 
@@ -75,3 +93,31 @@ def test_forward_flops_equal_transformers(family: str) -> None:
     ours, theirs = f_ours.get_total_flops(), f_hf.get_total_flops()
     head_dim = cfg.get("hidden_size", cfg.get("n_embd", 0)) // cfg.get("num_attention_heads", cfg.get("n_head", 1))
     assert 0 <= ours - theirs <= 2 * (head_dim // 2) * seq
+
+
+@pytest.mark.parametrize("family", ["gptj", "falcon", "falcon-seq"])
+def test_module_names_equal_transformers(family: str) -> None:
+    """Parameter names and shapes as transformers' (per-module reports read like theirs)."""
+    cfg = CONFIGS[family]
+    hf = {n: tuple(p.shape) for n, p in _hf_model(cfg).named_parameters()}
+    ours = {n: tuple(p.shape) for n, p in _ours(cfg, 16).model.named_parameters()}
+    assert ours == hf
+
+
+@pytest.mark.parametrize(("config", "params"), [
+    # transformers' GPTJForCausalLM / FalconForCausalLM built on meta from the packaged configs;
+    # the arithmetic by shapes is in whichgpu/workload/zoo/entries_llm.py.
+    ("gpt-j-6b", 6_050_882_784),
+    ("falcon-180b", 178_557_088_768),
+])
+def test_full_size_parameter_count_equals_transformers(config: str, params: int) -> None:
+    from whichgpu.workload.zoo import get_entry
+    from whichgpu.workload.zoo.base import BuildRequest
+    from whichgpu.workload.zoo.llm.build import build_packaged, load_packaged_config
+
+    cfg = {k: v for k, v in load_packaged_config(config).items() if not k.startswith("_")}
+    hf = _hf_model(cfg)
+    assert sum(p.numel() for p in hf.parameters()) == params
+    built = build_packaged(BuildRequest("train", 1, seq_len=16), config)  # two layers built, the rest repeated
+    assert built.full_params == params
+    assert get_entry(config).params_reference == params

@@ -18,7 +18,8 @@ from whichgpu.memory.states import (
     optimizer_temp_bytes,
     parse_optimizer,
 )
-from whichgpu.memory.weights import QUANT_BITS, kv_cache_bytes, linear_params
+from whichgpu.memory.weights import kv_cache_bytes, linear_params
+from whichgpu.workload.precision import get_precision
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import Trace
 
@@ -145,7 +146,7 @@ def test_llama2_7b_quantized_inference_weights(precision: str, h100: GpuSpec) ->
     e = memory_estimate(t, h100)
     lin = 6_476_005_376
     bits = {"int8": 8.0, "int4": 4.25}[precision]  # int4: group 128 with FP16 scale + zero point
-    assert QUANT_BITS[precision] == bits
+    assert get_precision(precision, "infer").weight_bits == bits
     assert e.weights.bytes == pytest.approx(lin * bits / 8 + (LLAMA2_7B - lin) * 2 + t.buffer_bytes)
 
 

@@ -36,6 +36,32 @@ ContextOpt = typer.Option(None, "--context", help="Decode: tokens already in the
 SparsityOpt = typer.Option("none", "--sparsity", help="'2:4' marks weight matmuls as 2:4 structured-sparse.")
 AttentionOpt = typer.Option(None, "--attention", help="sdpa (fused kernel) or eager (matmul + softmax), for built-in decoders.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Recapture instead of using the on-disk trace cache.")
+EngineOpt = typer.Option(None, "--engine", help="Execution engine profile: pytorch (eager, default), torch-compile, "
+                         "torch-compile-graphs, gpt-fast, tensorrt-llm, llama.cpp, vllm, xla (whichgpu engines).")
+CompileOpt = typer.Option(False, "--compile", help="Shorthand for --engine torch-compile (Inductor fusion, channels-last convolutions).")
+
+
+def engine_attention(engine: str, attention: str | None) -> str | None:
+    """The --attention a workload runs with under `engine` when the user gave none: an engine
+    that runs attention as matmul + softmax (llama.cpp without -fa) traces it so; one with its
+    own fused kernel (TensorRT-LLM, vLLM) traces the fused call."""
+    if attention is not None:
+        return attention
+    from whichgpu.hardware.engine import get_engine
+
+    return get_engine(engine).attention_option
+
+
+def resolve_engine(engine: str | None, compile_: bool, default: str = "pytorch") -> str:
+    """The engine id from --engine / --compile (a one-line error for an unknown name or both)."""
+    from whichgpu.errors import InputError
+    from whichgpu.hardware.engine import get_engine
+
+    if engine is not None and compile_:
+        raise InputError("give --engine or --compile (= --engine torch-compile), not both")
+    if compile_:
+        return "torch-compile"
+    return get_engine(engine if engine is not None else default).id
 
 
 def workload_spec(model: str, task: str, batch_size: int | None, seq_len: int | None, image_size: int | None,

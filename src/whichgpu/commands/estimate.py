@@ -11,7 +11,9 @@ from whichgpu.commands.common import (
     AttentionOpt,
     BatchOpt,
     CatalogOpt,
+    CompileOpt,
     ContextOpt,
+    EngineOpt,
     ImageOpt,
     JsonOpt,
     NoCacheOpt,
@@ -22,17 +24,19 @@ from whichgpu.commands.common import (
     SparsityOpt,
     TaskOpt,
     emit_json,
+    engine_attention,
     get_catalog,
+    resolve_engine,
     workload_spec,
 )
 from whichgpu.errors import InputError
 
 
-def build_plan(gpus: int, gpus_per_node: int, network: str, compile_: bool, overlap: str, ddp_overlap: bool,
+def build_plan(gpus: int, gpus_per_node: int, network: str, engine: str, overlap: str, ddp_overlap: bool,
                grad_accum: int, power_limit_w: float | None, sharding: str = "ddp") -> Any:
     from whichgpu.perf.plan import Plan
 
-    plan = Plan(gpus=gpus, gpus_per_node=gpus_per_node, network=network, compile=compile_, overlap=overlap,
+    plan = Plan(gpus=gpus, gpus_per_node=gpus_per_node, network=network, engine=engine, overlap=overlap,
                 ddp_overlap=ddp_overlap, grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding)
     plan.validate()
     return plan
@@ -60,7 +64,8 @@ def estimate_cmd(
     checkpointing: str = typer.Option("none", "--checkpointing", help="Activation checkpointing: none, selective or full."),
     finetune: str = typer.Option("full", "--finetune", help="full, lora or qlora."),
     lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
-    compile_: bool = typer.Option(False, "--compile", help="torch.compile: fuse elementwise chains, CUDA graphs."),
+    engine: str = EngineOpt,
+    compile_: bool = CompileOpt,
     overlap: str = typer.Option("max", "--overlap", help="Per-kernel compute/memory overlap: max (overlapped) or sum (serial)."),
     no_ddp_overlap: bool = typer.Option(False, "--no-ddp-overlap", help="Do not overlap gradient all-reduce with backward."),
     grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches per optimizer step."),
@@ -80,13 +85,14 @@ def estimate_cmd(
     specs = cat.get_many(gpu)
     if not specs:
         raise InputError("--gpu names no GPU; give a name, several separated by commas, or 'all'")
-    plan = build_plan(gpus, gpus_per_node, network, compile_, overlap, not no_ddp_overlap, grad_accum, power_limit_w,
+    eng = resolve_engine(engine, compile_)
+    plan = build_plan(gpus, gpus_per_node, network, eng, overlap, not no_ddp_overlap, grad_accum, power_limit_w,
                       sharding)
     options: list[tuple[str, object]] = []
     if channels_last:
         options.append(("memory_format", "channels_last"))
     base = workload_spec(model, task, batch_size, seq_len, image_size, "amp-bf16" if precision == "auto" else precision,
-                         optimizer, optimizer_impl, phase, context, sparsity, attention)
+                         optimizer, optimizer_impl, phase, context, sparsity, engine_attention(eng, attention))
     base = replace(base, options=tuple(base.options) + tuple(options), checkpointing=checkpointing,
                    finetune=finetune, lora_rank=lora_rank)
     resolved, src = resolve(base)

@@ -11,10 +11,14 @@ import typer
 
 from whichgpu.commands.common import (
     CatalogOpt,
+    CompileOpt,
+    EngineOpt,
     JsonOpt,
     NoCacheOpt,
     emit_json,
+    engine_attention,
     get_catalog,
+    resolve_engine,
     workload_spec,
 )
 from whichgpu.errors import InputError
@@ -51,7 +55,8 @@ def recommend_cmd(
     price: list[str] = typer.Option(None, "--price", help="NAME=USD (purchase per card) or NAME=USD/h (rent per GPU-hour); repeatable."),
     prices_file: str = typer.Option(None, "--prices", metavar="FILE", help="Prices file, TOML or CSV (format: docs/presets.md)."),
     gpu: str = typer.Option(None, "--gpu", help="Only these GPUs (comma-separated names); default: the whole catalog."),
-    compile_: bool = typer.Option(False, "--compile", help="Predict with torch.compile (fused elementwise chains, CUDA graphs)."),
+    engine: str = EngineOpt,
+    compile_: bool = CompileOpt,
     top: int = typer.Option(15, "--top", help="Rows of the ranked table to show."),
     html: str = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML report with charts."),
     no_cache: bool = NoCacheOpt,
@@ -77,13 +82,16 @@ def recommend_cmd(
     preset = None
     if model is None:
         preset = get_preset(use_case or DEFAULT_PRESET)
+    eng = resolve_engine(engine, compile_, preset.engine if preset else "pytorch")
+    attention = engine_attention(eng, None)
+    if preset is not None:
         given = [k for k, v in workload_flags.items() if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} describe a MODEL's workload; the use case {preset.name!r} fixes its "
                              "own (docs/presets.md): give a MODEL to change them")
         workloads = tuple(
             make_workload(replace(workload_spec(p.model, p.task, p.batch_size, p.seq_len, p.image_size, precision,
-                                                None, "foreach", "full", None, "none", None),
+                                                None, "foreach", "full", None, "none", attention),
                                   finetune=p.finetune, checkpointing=p.checkpointing),
                           unit=p.unit, unit_scale=p.unit_scale, weight=p.weight)
             for p in preset.workloads)
@@ -92,7 +100,7 @@ def recommend_cmd(
         if use_case is not None:
             raise InputError("give a MODEL or --use-case, not both")
         spec = replace(workload_spec(model, task or "train", batch_size, seq_len, image_size, precision, optimizer,
-                                     "foreach", "full", None, "none", None),
+                                     "foreach", "full", None, "none", attention),
                        finetune=finetune or "full", checkpointing=checkpointing or "none", lora_rank=lora_rank)
         workloads = (make_workload(spec),)
         title = model
@@ -108,7 +116,7 @@ def recommend_cmd(
         job=Job(job_tokens if job_tokens is not None else (preset.job_tokens if preset and job_epochs is None else None),
                 job_epochs, dataset_size),
         gpu_ids=tuple(g.id for g in cat.get_many(gpu)) if gpu else None,
-        compile=compile_ or bool(preset and preset.compile), prices=user)
+        engine=eng, prices=user)
 
     def trace_for(spec: Any) -> Any:
         return get_trace(spec, use_cache=not no_cache)

@@ -1,4 +1,4 @@
-"""`whichgpu validate`: predict every row of a measurements CSV and score the model."""
+"""`whichgpu validate`: predict every row of published measurements and score the model."""
 
 from __future__ import annotations
 
@@ -8,16 +8,27 @@ from whichgpu.commands.common import CatalogOpt, JsonOpt, emit_json, get_catalog
 
 
 def validate(
-    data: str = typer.Option(..., "--data", help="CSV in the format of shared/validation/throughput.csv."),
+    data: list[str] = typer.Option(..., "--data", help="A measurements CSV (throughput or external format) or a "
+                                   "directory of them (searched recursively); repeatable."),
     worst: int = typer.Option(15, "--worst", help="Rows with the largest errors to list."),
     show_rows: bool = typer.Option(False, "--rows", help="List every row (predicted, measured, error)."),
+    by: str = typer.Option("source,gpu", "--by", help="Summary tables to print, comma-separated: format, source, "
+                           "file, metric, engine, gpu, model, precision, task."),
     json_out: bool = JsonOpt,
     catalog: str = CatalogOpt,
 ) -> None:
-    """Predict each row, score rows that have a value (median / p90 error, GPU rank correlation)."""
-    from whichgpu.measure.validate import read_rows, run
+    """Predict each row, score rows that have a value: median / p90 / signed error by source, GPU, engine, metric."""
+    from whichgpu.errors import InputError
+    from whichgpu.measure.corpus import read_measurements
+    from whichgpu.measure.validate import GROUPS, run
 
-    rows = read_rows(data)
+    groups = [g.strip() for g in by.split(",") if g.strip()]
+    bad = [g for g in groups if f"by_{g}" not in GROUPS]
+    if bad:
+        raise InputError(f"--by {', '.join(bad)}: unknown; valid: " + ", ".join(k[3:] for k in GROUPS))
+    if worst < 0:
+        raise InputError(f"--worst must be >= 0, got {worst}")
+    rows = read_measurements(data)
     cat = get_catalog(catalog)
     if json_out:
         result = run(rows, cat)
@@ -33,7 +44,7 @@ def validate(
         result = run(rows, cat, progress=lambda i, n: prog.update(task, completed=i))
     from whichgpu.report.validate import print_validation
 
-    print_validation(result, worst, show_rows)
+    print_validation(result, worst, show_rows, groups)
 
 
 def register(app: typer.Typer) -> None:

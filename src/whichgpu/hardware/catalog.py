@@ -28,7 +28,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from whichgpu.errors import CatalogError
-from whichgpu.hardware.names import NameIndex
+from whichgpu.hardware.names import Memory, NameIndex
 from whichgpu.hardware.spec import (
     ARCHITECTURES,
     COMPUTE_DTYPES,
@@ -327,7 +327,8 @@ class Catalog:
     _index: NameIndex = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._index = NameIndex((s.id, (s.name, *s.aliases)) for s in self.specs)
+        self._index = NameIndex(((s.id, (s.name, *s.aliases)) for s in self.specs),
+                                memory={s.id: Memory(s.memory_gb, s.memory_type) for s in self.specs})
         self._by_id = {s.id: s for s in self.specs}
 
     def __iter__(self) -> Iterator[GpuSpec]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from whichgpu.memory.lifetime import simulate
 from whichgpu.memory.lines import MemoryLine, count, param_elem_bytes
 from whichgpu.memory.plan import MemoryPlan
-from whichgpu.memory.weights import kv_cache_bytes, quantized_weights
+from whichgpu.memory.weights import kv_cache_bytes
 from whichgpu.workload.precision import Precision
 from whichgpu.workload.trace import Trace
 
@@ -15,14 +15,15 @@ Parts = tuple[dict[str, MemoryLine], str, str, float, list[str]]
 def inference(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
     """(lines, peak phase, peak module, activation peak, notes) of an inference step."""
     notes: list[str] = []
-    scheme = prec.name if prec.name in ("int8", "int4", "fp8") else None
-    # FP8 serving stores FP8 weights: no autocast copies of the (traced FP32) weights
-    tl = simulate(trace, grads_in_step=False, drop_weight_casts=scheme == "fp8")
+    tl = simulate(trace, grads_in_step=False)
     pk = tl.activation_peak()
     meta = trace.model_meta
-    if scheme:
-        qw = quantized_weights(trace.params, scheme, meta)
-        weights = MemoryLine(qw.bytes + trace.buffer_bytes, f"{scheme} weights: " + qw.assumption)
+    if prec.weight_bits:
+        # The trace's parameter bytes are as stored: quantised linear weights (scales included)
+        # and the rest in 16 bits (workload/capture.py quantized_storages).
+        weights = MemoryLine(float(trace.param_bytes + trace.buffer_bytes),
+                             f"{count(trace.params)} parameters as stored: linear weights in {prec.name} "
+                             f"({prec.weight_bits:g} bits each, scales included), the rest in 16 bits")
     else:
         weights = MemoryLine(float(trace.param_bytes + trace.buffer_bytes),
                              f"{count(trace.params)} parameters x {trace.param_bytes / max(trace.params, 1):.3g} B ({prec.name})")
@@ -30,7 +31,7 @@ def inference(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
     inputs = float(trace.input_bytes)
     if trace.phase in ("prefill", "decode"):
         positions = (trace.seq_len or 0) if trace.phase == "prefill" else (trace.context or 0) + 1
-        kv_elem = 4.0 if prec.name in ("fp32", "tf32") else 2.0
+        kv_elem = float(meta.get("kv_bytes") or (4.0 if prec.name in ("fp32", "tf32") else 2.0))
         kv = kv_cache_bytes(meta, trace.batch_size, positions, kv_elem)
         stored_elem = param_elem_bytes(prec)
         traced_layers = int(meta.get("layers") or 0) - sum(int(x) for x in trace.repeats.values())

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from whichgpu.errors import InputError
 from whichgpu.units import GB
-from whichgpu.workload.precision import POLICIES, Precision
+from whichgpu.workload.precision import POLICIES, Precision, get_precision
 from whichgpu.workload.trace import Trace
 
 
@@ -37,10 +37,9 @@ def snap(x: float) -> float:
 
 
 def precision_of(trace: Trace) -> Precision:
-    p = POLICIES.get(trace.precision)
-    if p is None:
+    if trace.precision not in POLICIES:
         raise InputError(f"trace precision {trace.precision!r} is unknown; valid: {', '.join(POLICIES)}")
-    return p
+    return get_precision(trace.precision, trace.task)
 
 
 def param_elem_bytes(p: Precision) -> float:

@@ -1,4 +1,5 @@
-"""Collective communication: data-parallel gradient all-reduce (NCCL ring).
+"""Collective communication: data-parallel gradient all-reduce (NCCL ring) and the
+tensor-parallel collectives of a trace (all-reduce / all-gather of activations).
 
 Ring all-reduce moves 2 (n-1)/n of the buffer through every GPU's link (reduce-scatter then
 all-gather), so t = 2 (n-1)/n * bytes / bus_bandwidth + per-step latency. Inside a node the bus
@@ -56,6 +57,31 @@ def bus_bandwidth(spec: GpuSpec, plan: Plan, params: PerfParams) -> tuple[float,
         if net < intra:
             return net * 1e9, f"network {plan.network} ({NETWORKS[plan.network]:g} GB/s per GPU)"
     return intra * 1e9, link
+
+
+def group_link(spec: GpuSpec, group: int, params: PerfParams) -> tuple[float, str]:
+    """(bytes/s of bus bandwidth, description) for a tensor-parallel group inside one node: the
+    scale-up link (NVLink, Infinity Fabric) when the group fits its domain, else PCIe."""
+    pcie_form = "pcie" in spec.form_factor.lower()
+    domain = spec.scaleup_domain_gpus or (1 if pcie_form else 8)
+    if spec.scaleup_gbps_per_direction and group <= domain:
+        return spec.scaleup_gbps_per_direction * params.nccl_efficiency * 1e9, spec.scaleup_link or "scale-up link"
+    gen = spec.pcie_gen or 4
+    lanes = spec.pcie_lanes or 16
+    return (PCIE_GBPS.get(gen, 31.5) * lanes / 16 * params.nccl_efficiency * 0.75 * 1e9,
+            f"PCIe {gen}.0 x{lanes}")
+
+
+def collective_time(kind: str, nbytes: float, group: int, spec: GpuSpec, params: PerfParams) -> float:
+    """Seconds of one tensor-parallel collective of a `nbytes` message over `group` GPUs:
+    a fixed latency (launch and synchronisation of a small-message collective, fitted) plus the
+    ring's traffic over the bus: all-reduce 2 (n-1)/n of the message, all-gather (n-1)/n of the
+    gathered result (NCCL's bus-bandwidth definitions, nccl-tests PERFORMANCE.md)."""
+    if group <= 1 or nbytes <= 0:
+        return 0.0
+    bw, _ = group_link(spec, group, params)
+    moved = 2.0 * (group - 1) / group * nbytes if kind == "all_reduce" else (group - 1) * nbytes
+    return params.tp_collective_us * 1e-6 + moved / bw
 
 
 def allreduce(nbytes: float, spec: GpuSpec, plan: Plan, params: PerfParams, backward_s: float) -> CommEstimate:

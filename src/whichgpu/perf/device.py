@@ -22,6 +22,14 @@ FALLBACK: dict[str, tuple[str, ...]] = {
     "fp32": (),
 }
 DEFAULT_SMS = 100  # for accelerators without a published SM/CU count (TPUs)
+# NVIDIA rates consumer and workstation cards at a typical boost clock that GPU Boost exceeds
+# under load while power and temperature allow; datacenter parts are rated at their maximum.
+BOOSTED_SEGMENTS = frozenset({"consumer", "workstation"})
+
+
+def is_hbm(memory_type: str) -> bool:
+    """HBM stacks (HBM, HBM2, HBM2e, HBM3, HBM3e) versus GDDR/LPDDR."""
+    return memory_type.strip().upper().startswith("HBM")
 
 # Throughput-vs-power-limit: Tim Dettmers measured ~7% lower training throughput on an
 # RTX 2080 Ti at 200 W instead of its 250 W limit (80% power). Modelled as
@@ -47,14 +55,21 @@ class Device:
     _rates: dict[str, Rate] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        s = self.spec
+        s, p = self.spec, self.params
         self.bw = s.memory_bandwidth_gbps * 1e9
+        self.hbm = is_hbm(s.memory_type)
+        self.mem_ceiling = p.mem_ceiling_hbm if self.hbm else p.mem_ceiling_gddr
+        # A memory-bound kernel reaches half its ceiling when it moves BW x ramp bytes.
+        self.mem_half_bytes = self.bw * p.mem_ramp_us * 1e-6
         self.l2 = (s.l2_cache_mb or 0.0) * 1e6
         self.sms = s.sm_count or DEFAULT_SMS
         self.power_scale = 1.0
         if self.power_limit_w is not None and s.tdp_w:
             self.power_scale = min(1.0, (self.power_limit_w / s.tdp_w) ** POWER_EXPONENT)
-        self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.power_scale
+        # Consumer and workstation cards sustain clocks above their rated boost clock.
+        self.clock_scale = p.consumer_clock if s.segment in BOOSTED_SEGMENTS and s.vendor == "NVIDIA" else 1.0
+        self.compute_scale = self.power_scale * self.clock_scale
+        self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.compute_scale
 
     def rate(self, dtype: str) -> Rate:
         r = self._rates.get(dtype)
@@ -65,6 +80,15 @@ class Device:
 
     def _resolve(self, dtype: str) -> Rate:
         s, p = self.spec, self.params
+        if dtype == "fp16acc16":
+            # FP16 GEMMs accumulating in FP16: twice the FP32-accumulate rate on GeForce cards;
+            # the same path elsewhere (where the catalog has no separate figure).
+            base = self._resolve("fp16")
+            if s.fp16_acc16_tflops and base.dtype == "fp16":
+                ratio = s.fp16_acc16_tflops / (s.peak("fp16") or s.fp16_acc16_tflops)
+                return Rate(base.flops * ratio, "fp16", base.ceiling, base.ceiling_source,
+                            "FP16 GEMMs with FP16 accumulation")
+            return base
         chain = (dtype, *FALLBACK.get(dtype, ("fp32",)))
         for i, dt in enumerate(chain):
             peak = s.peak(dt)
@@ -80,9 +104,9 @@ class Device:
             if dt == "tf32":
                 ceiling *= p.tf32_factor
                 src += f" x tf32_factor {p.tf32_factor:.2f}"
-            return Rate(peak * 1e12 * self.power_scale, dt, ceiling, src, note)
+            return Rate(peak * 1e12 * self.compute_scale, dt, ceiling, src, note)
         peak = s.peak("fp32") or 1.0
-        return Rate(peak * 1e12 * self.power_scale, "fp32", p.fp32_ceiling, "fitted fp32_ceiling",
+        return Rate(peak * 1e12 * self.compute_scale, "fp32", p.fp32_ceiling, "fitted fp32_ceiling",
                     f"no known peak for {dtype} on {s.name}; FP32 rate used")
 
     def _ceiling(self, dt: str) -> tuple[float, str]:

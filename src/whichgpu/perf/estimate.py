@@ -2,8 +2,11 @@
 
     per op:   t = max(FLOPs / (peak(dtype) * eff_shape), bytes / (BW * eff_size)) + kernels * latency
     GPU:      T_gpu = sum of op times + exposed communication
-    CPU:      T_cpu = eager dispatch cost of every op (CUDA graphs remove it under --compile)
-    step:     T = max(T_gpu, T_cpu) + fixed per-step cost
+    CPU:      T_cpu = the engine's host time to issue every op (one graph launch with CUDA graphs)
+    step:     T = max(T_gpu, T_cpu) + the engine's fixed per-step host cost
+
+The engine (hardware/engines/*.toml) decides the op list (fusion), the host costs, the
+convolution layout, FP16 accumulation and the speed of dequantising GEMMs.
 
 The four-way split (compute / memory / overhead / communication) sums to the step time:
 compute- and memory-bound kernel time, overhead = kernel latencies + CPU time the GPU waits for
@@ -16,9 +19,10 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from whichgpu.hardware.engine import Engine, get_engine
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memo import IdentityMemo
-from whichgpu.perf.comm import allreduce
+from whichgpu.perf.comm import allreduce, collective_time, group_link
 from whichgpu.perf.device import Device
 from whichgpu.perf.fusion import fuse
 from whichgpu.perf.kernels import matmul_time, memory_time, vector_time
@@ -30,7 +34,6 @@ from whichgpu.workload.precision import POLICIES
 from whichgpu.workload.trace import Op, Trace
 
 GEMM_CATEGORIES = ("matmul", "conv", "attention", "rnn")
-GRAPH_LATENCY_FACTOR = 0.5  # kernels replayed from a CUDA graph skip the launch path
 GRAPH_REPLAY_S = 20e-6  # one cudaGraphLaunch per step
 SYNC_S = 20e-6  # a device-to-host synchronisation round trip
 
@@ -98,17 +101,17 @@ _Prepared = tuple[list[Op], list[tuple[Op, int]], bool, dict[tuple[Any, ...], li
 _COMPACT: IdentityMemo[_Prepared] = IdentityMemo(256)
 
 
-def _prepared(trace: Trace, compile: bool) -> _Prepared:
+def _prepared(trace: Trace, fusion: str) -> _Prepared:
     """(ops as launched, identical ops merged with a multiplicity, has host syncs, components of
-    fused ops); memoised per trace."""
-    return _COMPACT.get((trace,), (compile,), lambda: _prepare(trace, compile))
+    fused ops); memoised per trace and fusion scope."""
+    return _COMPACT.get((trace,), (fusion,), lambda: _prepare(trace, fusion))
 
 
-def _prepare(trace: Trace, compile: bool) -> _Prepared:
+def _prepare(trace: Trace, fusion: str) -> _Prepared:
     parts: dict[tuple[Any, ...], list[Op]] = {}
-    if compile:
-        ops, by_pos = fuse(trace.ops)
-        parts = {_key(ops[i]): comps for i, comps in by_pos.items()}
+    if fusion != "none":
+        ops, by_pos = fuse(trace.ops, epilogue=fusion == "epilogue")
+        parts = {_key(ops[i]): comps for i, comps in by_pos.items() if ops[i].category not in GEMM_CATEGORIES}
     else:
         ops = trace.ops
     agg: dict[tuple[Any, ...], list[Any]] = {}
@@ -139,15 +142,23 @@ def _synced_time(ops: list[Op], costs: dict[tuple[Any, ...], float], cpu_op_s: f
 
 
 def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
-            parts: list[Op] | None = None) -> tuple[float, float, float, float, str, str, float]:
+            parts: list[Op] | None = None, engine: Engine | None = None,
+            ) -> tuple[float, float, float, float, str, str, float]:
     """(seconds, compute_s, memory_s, latency_s, bound, dtype used, efficiency) for one occurrence.
 
     A fused kernel (`parts` = the ops it replaces) pays its components' average cost per byte on
     its own, smaller, traffic: fusion removes traffic, it does not change how fast bytes move.
     """
     p = dev.params
+    eng = engine or get_engine()
     if o.category == "view":
         return 0.0, 0.0, 0.0, 0.0, "latency", o.dtype, 0.0
+    if o.category == "comm":
+        # A tensor-parallel collective: on the critical path (the next op needs its result).
+        kind = "all_gather" if "all_gather" in o.tags else "all_reduce"
+        group = next((int(t[6:]) for t in o.tags if t.startswith("group=")), 1)
+        t = collective_time(kind, o.bytes_read, group, dev.spec, p)
+        return t, 0.0, 0.0, 0.0, "communication", o.dtype, 0.0
     if parts:
         comp_bytes = sum(c.bytes_read + c.bytes_written for c in parts)
         comp_time = sum(memory_time(c.bytes_read + c.bytes_written, dev) for c in parts)
@@ -163,23 +174,30 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
         if o.category == "conv" and mm is not None and (mm[2] < 8 or mm[3] < 16):
             # grouped/depthwise convolutions with a few channels per group: direct kernels on
             # the CUDA cores, not tensor-core GEMMs, reaching a fraction of the memory roofline
+            # (less in backward: the weight gradient reduces over batch and space per weight)
+            factor = p.direct_conv_bwd_factor if o.phase == "backward" else p.direct_conv_factor
             tc = vector_time(o.flops, dev)
-            tm = memory_time(o.bytes_read + o.bytes_written, dev) / p.direct_conv_factor
+            tm = memory_time(o.bytes_read + o.bytes_written, dev) / factor
             lat = o.kernels * latency_s
             body = tc + tm if overlap == "sum" else max(tc, tm)
             return body + lat, tc, tm, lat, ("compute" if tc >= tm else "memory"), o.dtype, 0.0
-        else:
-            factor = {"conv": p.conv_factor, "attention": p.attention_factor}.get(o.category, 1.0)
-            tc, eff, used = matmul_time(o.flops, mm, o.dtype, dev, factor, o.sparse, o.category == "rnn")
+        factor = {"conv": p.conv_factor, "attention": p.attention_factor}.get(o.category, 1.0)
+        path = o.dtype
+        if eng.fp16_accumulate and o.dtype == "fp16" and o.category in ("matmul", "conv"):
+            path = "fp16acc16"
+        tc, eff, used = matmul_time(o.flops, mm, path, dev, factor, o.sparse, o.category == "rnn")
     else:
         tc = vector_time(o.flops, dev)
     tm = memory_time(o.bytes_read + o.bytes_written, dev)
+    if "wq" in o.tags:
+        tm /= eng.quantized_bandwidth  # dequantising weight-only GEMM
     lat = o.kernels * latency_s
-    if o.category == "conv" and "nchw" in o.tags and used != "fp32":
+    if (o.category == "conv" and "nchw" in o.tags and used != "fp32" and eng.conv_layout == "as-traced"
+            and p.nchw_transpose_passes > 0):
         # Tensor-core convolutions run in NHWC: with NCHW activations cuDNN transposes the
-        # input and output (and their gradients) around the kernel: a read and a write of each,
-        # in extra kernels that do not overlap with the convolution.
-        tr = memory_time(2.0 * (o.bytes_read + o.bytes_written), dev)
+        # input and output (and their gradients) around the kernel, in extra kernels that do
+        # not overlap with the convolution.
+        tr = memory_time(p.nchw_transpose_passes * (o.bytes_read + o.bytes_written), dev)
         lat += 2 * latency_s
         return max(tc, tm) + tr + lat, tc, tm + tr, lat, ("compute" if tc >= tm + tr else "memory"), used, eff
     if overlap == "sum":
@@ -194,7 +212,7 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
 
 @dataclass
 class _OpSums:
-    """The per-op part of an estimate: it depends on the trace, the card and the plan's compile,
+    """The per-op part of an estimate: it depends on the trace, the card, the engine and the plan's
     overlap, power limit and accumulation, not on the GPU count or sharding, so one is shared by
     every count a search tries."""
 
@@ -208,24 +226,33 @@ class _OpSums:
     notes: frozenset[str]
     costs: dict[tuple[Any, ...], float]
     model_flops: float
+    collective_s: float = 0.0  # tensor-parallel collectives in the trace (on the critical path)
 
 
 _SUMS: IdentityMemo[_OpSums] = IdentityMemo(256)
 
 
-def _op_sums(trace: Trace, dev: Device, plan: Plan) -> _OpSums:
-    return _SUMS.get((trace, dev.spec, dev.params),
-                     (plan.compile, plan.overlap, plan.use_measured, plan.power_limit_w, plan.grad_accum),
-                     lambda: _sum_ops(trace, dev, plan))
+def _op_sums(trace: Trace, dev: Device, plan: Plan, engine: Engine) -> _OpSums:
+    return _SUMS.get((trace, dev.spec, dev.params, engine),
+                     (plan.overlap, plan.use_measured, plan.power_limit_w, plan.grad_accum),
+                     lambda: _sum_ops(trace, dev, plan, engine))
 
 
-def _sum_ops(trace: Trace, dev: Device, plan: Plan) -> _OpSums:
+def host_time(ops: list[tuple[Op, int]], engine: Engine, accum: int = 1) -> float:
+    """Host (CPU) time to issue one step's ops, one by one (no CUDA graph)."""
+    total = 0.0
+    for o, n0 in ops:
+        n = n0 / accum if o.phase == "optimizer" else n0
+        total += n * (engine.host_op_us if o.kernels > 0 else engine.host_view_us) * 1e-6
+    return total
+
+
+def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine) -> _OpSums:
     params = dev.params
-    _ops, compact, _syncs, parts = _prepared(trace, plan.compile)
-    latency_s = params.kernel_latency_us * 1e-6 * (GRAPH_LATENCY_FACTOR if plan.compile else 1.0)
+    _ops, compact, _syncs, parts = _prepared(trace, engine.fusion)
+    latency_s = (params.graph_kernel_us if engine.graphs else params.kernel_latency_us) * 1e-6
 
-    compute_s = memory_s = latency_total = backward_gpu = 0.0
-    cpu_s = 0.0
+    compute_s = memory_s = latency_total = backward_gpu = collective_s = 0.0
     by_cat: dict[str, dict[str, float]] = {}
     per_op: list[OpEstimate] = []
     notes: set[str] = set()
@@ -233,22 +260,22 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan) -> _OpSums:
     costs: dict[tuple[Any, ...], float] = {}
     for o, n0 in compact:
         n: float = n0 / accum if o.phase == "optimizer" else n0
-        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)))
+        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)), engine)
         costs[_key(o)] = t
         if o.category in GEMM_CATEGORIES:
             note = dev.rate(o.dtype).note
             if note:
                 notes.add(note)
         body = (t - lat) * n
-        if bound == "compute" or (bound == "latency" and tc >= tm):
+        if bound == "communication":
+            collective_s += body
+        elif bound == "compute" or (bound == "latency" and tc >= tm):
             compute_s += body
         else:
             memory_s += body
         latency_total += lat * n
         if o.phase == "backward":
             backward_gpu += t * n
-        if not plan.compile:
-            cpu_s += n * (params.cpu_op_us if o.kernels > 0 else params.cpu_view_us) * 1e-6
         c = by_cat.setdefault(o.category, {"seconds": 0.0, "flops": 0.0, "bytes": 0.0, "kernels": 0.0})
         c["seconds"] += t * n
         c["flops"] += o.flops * n
@@ -257,25 +284,27 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan) -> _OpSums:
         if o.category != "view":
             per_op.append(OpEstimate(o.name, o.category, o.phase, o.module, int(n0), t * n, tc * n, tm * n, lat * n,
                                      bound, o.flops * n, (o.bytes_read + o.bytes_written) * n, used, eff, o.shapes))
-    if plan.compile:
-        eager_cpu = sum(n * (params.cpu_op_us if o.kernels > 0 else params.cpu_view_us) * 1e-6
-                        for o, n in _prepared(trace, False)[1])
-        cpu_s = min(GRAPH_REPLAY_S, eager_cpu)
+    if engine.graphs:
+        cpu_s = min(GRAPH_REPLAY_S, host_time(_prepared(trace, "none")[1], get_engine(), accum))
+    else:
+        cpu_s = host_time(compact, engine, accum)
     per_op.sort(key=lambda e: -e.seconds)
     model_flops = trace.total_flops("forward") + trace.total_flops("backward")
     return _OpSums(compute_s, memory_s, latency_total, backward_gpu, cpu_s, by_cat, per_op, frozenset(notes),
-                   costs, model_flops)
+                   costs, model_flops, collective_s)
 
 
 def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
-             top: int = 10) -> StepEstimate:
-    """Predict one step of `trace` on `spec` under `plan`."""
+             top: int = 10, engine: Engine | None = None) -> StepEstimate:
+    """Predict one step of `trace` on `spec` under `plan` (`engine` overrides the plan's engine
+    profile, e.g. with fitted values)."""
     plan = plan or Plan()
     plan.validate()
     params = params or load_params()
+    eng = engine or get_engine(plan.engine)
     dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
-    sums = _op_sums(trace, dev, plan)
-    ops, _compact, syncs, _parts = _prepared(trace, plan.compile)
+    sums = _op_sums(trace, dev, plan, eng)
+    ops, _compact, syncs, _parts = _prepared(trace, eng.fusion)
     compute_s, memory_s, latency_total = sums.compute_s, sums.memory_s, sums.latency_s
     backward_gpu, cpu_s, costs = sums.backward_gpu_s, sums.cpu_s, sums.costs
     by_cat = {k: dict(v) for k, v in sums.by_category.items()}
@@ -296,14 +325,18 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         # With accumulation the all-reduce runs once per optimizer step (DDP no_sync on the others).
         comm_total, comm_exposed = ce.total_s / accum, ce.exposed_s / accum
         comm_link = f"{ce.link}, {ce.bus_gbps:.0f} GB/s bus"
+    if sums.collective_s:
+        # Tensor-parallel collectives of the trace: the next layer waits for them.
+        comm_total += sums.collective_s
+        comm_exposed += sums.collective_s
 
     gpu_busy = compute_s + memory_s + latency_total
     gpu_total = gpu_busy + comm_exposed
-    fixed = (params.train_step_ms if trace.task == "train" else params.infer_step_ms) * 1e-3
+    fixed = (eng.step_host_ms_train if trace.task == "train" else eng.step_host_ms_infer) * 1e-3
     overlapped = max(gpu_total, cpu_s)
-    if syncs and not plan.compile:
-        overlapped = max(overlapped, _synced_time(ops, costs, params.cpu_op_us * 1e-6,
-                                                  params.cpu_view_us * 1e-6, accum) + comm_exposed)
+    if syncs and not eng.graphs:
+        overlapped = max(overlapped, _synced_time(ops, costs, eng.host_op_us * 1e-6,
+                                                  eng.host_view_us * 1e-6, accum) + comm_exposed)
         notes.add("host synchronisations in the step (e.g. NMS): CPU and GPU work do not fully overlap")
     step = overlapped + fixed
     overhead = latency_total + (overlapped - gpu_total) + fixed
@@ -326,16 +359,28 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         "precision": trace.precision,
         "mfu_peak": f"{peak_rate.dtype} dense {peak_rate.flops / 1e12:g} TFLOP/s",
         "matmul_ceiling": f"{peak_rate.ceiling:.3f} ({peak_rate.ceiling_source})",
-        "compile": "torch.compile: elementwise chains fused, CUDA graphs" if plan.compile else "eager (no fusion beyond the traced kernels)",
+        "engine": eng.summary(),
+        "compile": ("eager (no fusion beyond the traced kernels)" if not eng.fuses
+                    else f"{eng.name}: {eng.fusion} fusion" + (", CUDA graphs" if eng.graphs else "")),
         "overlap": f"per-kernel compute/memory overlap: {plan.overlap}",
-        "data_parallel": (f"DDP over {plan.gpus} GPUs ({plan.nodes} node(s)), ring all-reduce over {comm_link}, "
+        "data_parallel": (f"{plan.sharding.upper() if plan.sharding != 'ddp' else 'DDP'} over {plan.gpus} GPUs "
+                          f"({plan.nodes} node(s)), collectives over {comm_link}, "
                           f"{'overlapped with backward' if plan.ddp_overlap else 'not overlapped'}")
         if plan.gpus > 1 else "single GPU",
         "efficiency_source": f"params.toml ({fit_meta.get('source', '')})",
-        "memory_bandwidth": f"{spec.memory_bandwidth_gbps:g} GB/s x {params.mem_ceiling:.2f} ceiling",
+        "memory_bandwidth": f"{spec.memory_bandwidth_gbps:g} GB/s x {dev.mem_ceiling:.2f} ceiling "
+                            f"({'HBM' if dev.hbm else 'GDDR'})",
+        "clock": (f"sustained compute clock x{dev.clock_scale:.2f} of the rated boost ({spec.segment} card)"
+                  if dev.clock_scale != 1.0 else "rated boost clock"),
         "power_limit": f"{plan.power_limit_w:g} W (compute x{dev.power_scale:.3f})" if plan.power_limit_w else "stock",
         "gradient_accumulation": f"{accum} micro-batches per optimizer step" if accum > 1 else "none",
     }
+    tp = int(trace.model_meta.get("tp") or 1)
+    if tp > 1:
+        bw, link = group_link(spec, tp, params)
+        assumptions["tensor_parallel"] = (f"{tp} GPUs (one rank traced; Megatron split), all-reduce per attention and "
+                                          f"MLP output over {link} ({bw / 1e9:.0f} GB/s bus, "
+                                          f"{params.tp_collective_us:g} us per collective)")
     return StepEstimate(
         gpu_id=spec.id, gpu_name=spec.name, gpus=plan.gpus, step_s=step, compute_s=compute_s, memory_s=memory_s,
         overhead_s=overhead, comm_s=comm_exposed, gpu_busy_s=gpu_busy, cpu_s=cpu_s, comm_total_s=comm_total,

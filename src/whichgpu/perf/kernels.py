@@ -72,6 +72,6 @@ def memory_time(nbytes: float, dev: Device) -> float:
     if nbytes <= 0:
         return 0.0
     p = dev.params
-    bw = dev.bw * p.mem_ceiling * nbytes / (nbytes + p.mem_half_bytes)
+    bw = dev.bw * dev.mem_ceiling * nbytes / (nbytes + dev.mem_half_bytes)
     hit = min(1.0, 0.5 * dev.l2 / nbytes) if dev.l2 > 0 else 0.0
     return nbytes * (1.0 - hit) / bw + nbytes * hit / (bw * p.l2_speedup)

@@ -17,24 +17,28 @@ PARAMS_FILE = Path(__file__).with_name("params.toml")
 
 @dataclass(frozen=True)
 class PerfParams:
+    """Generic physical parameters (see params.toml for what each one is)."""
+
     mm_ceiling: float = 0.80
     fp32_ceiling: float = 0.80
     tf32_factor: float = 0.80
     conv_factor: float = 0.80
     direct_conv_factor: float = 0.30
+    direct_conv_bwd_factor: float = 0.30
     attention_factor: float = 0.60
     k_half: float = 48.0
-    mem_ceiling: float = 0.85
-    mem_half_bytes: float = 1.5e6
+    mem_ceiling_hbm: float = 0.85
+    mem_ceiling_gddr: float = 0.85
+    mem_ramp_us: float = 2.0
     l2_speedup: float = 2.5
     kernel_latency_us: float = 3.0
-    cpu_op_us: float = 12.0
-    cpu_view_us: float = 2.0
-    train_step_ms: float = 2.0
-    infer_step_ms: float = 2.0
+    graph_kernel_us: float = 1.5
+    nchw_transpose_passes: float = 2.0
+    consumer_clock: float = 1.0
     ddp_overlap: float = 0.8
     dp_jitter: float = 0.03
     nccl_efficiency: float = 0.80
+    tp_collective_us: float = 15.0
     sparse_speedup: float = 1.5
 
     def with_values(self, **kw: float) -> PerfParams:

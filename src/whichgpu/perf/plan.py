@@ -23,8 +23,9 @@ class Plan:
     """Execution switches, each echoed in reports.
 
     gpus: data-parallel (DDP) replicas; gpus_per_node: GPUs sharing the scale-up link;
-    network: the inter-node fabric (see NETWORKS); compile: torch.compile (fusion of
-    elementwise chains, CUDA graphs); overlap: per-kernel compute/memory overlap policy
+    network: the inter-node fabric (see NETWORKS); engine: the execution engine profile
+    (hardware/engines/*.toml: eager PyTorch, torch.compile, CUDA graphs, TensorRT-LLM,
+    llama.cpp, ...: launch costs, fusion, kernels); overlap: per-kernel compute/memory overlap policy
     ("max": a kernel takes the longer of its compute and memory time; "sum": no overlap);
     ddp_overlap: overlap gradient all-reduce with backward; use_measured: use measured matmul
     ceilings from the catalog where present; grad_accum: micro-batches per optimizer step (the
@@ -36,7 +37,7 @@ class Plan:
     gpus: int = 1
     gpus_per_node: int = 8
     network: str = DEFAULT_NETWORK
-    compile: bool = False
+    engine: str = "pytorch"
     overlap: str = "max"
     ddp_overlap: bool = True
     use_measured: bool = True
@@ -53,6 +54,9 @@ class Plan:
             raise InputError(f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
         if self.network not in NETWORKS:
             raise InputError(f"unknown --network {self.network!r}; valid: " + ", ".join(NETWORKS))
+        from whichgpu.hardware.engine import get_engine
+
+        get_engine(self.engine)  # an unknown engine is a one-line error with suggestions
         if self.overlap not in ("max", "sum"):
             raise InputError(f"--overlap must be 'max' or 'sum', got {self.overlap!r}")
         if self.grad_accum < 1:
@@ -63,6 +67,13 @@ class Plan:
 
         if self.sharding not in SHARDINGS:
             raise InputError(f"unknown sharding {self.sharding!r}; valid: " + ", ".join(SHARDINGS))
+
+    @property
+    def compile(self) -> bool:
+        """The engine fuses kernels (torch.compile, XLA, TensorRT-LLM, ...)."""
+        from whichgpu.hardware.engine import get_engine
+
+        return get_engine(self.engine).fuses
 
     @property
     def nodes(self) -> int:

@@ -105,7 +105,7 @@ def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate]
         a["memory_rule"] = f"{req.memory_rule} (the guide: {GUIDE}); cards below it are listed apart"
     if rows:
         e = rows[0].runs[0].est.assumptions
-        for k in ("efficiency_source", "compile", "overlap"):
+        for k in ("efficiency_source", "engine", "overlap"):
             if k in e:
                 a[f"perf_{k}"] = str(e[k])
     if rows and rows[0].key in mem:

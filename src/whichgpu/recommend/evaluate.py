@@ -90,7 +90,7 @@ def choose_precision(gpu: GpuSpec, w: Workload, requested: str) -> tuple[str | N
 
 
 def _estimate(tracer: Tracer, req: Request, w: Workload, gpu: GpuSpec, prec: str, why: str, lay: Layout) -> Run:
-    plan = Plan(gpus=lay.gpus, grad_accum=lay.grad_accum, compile=req.compile, power_limit_w=req.power_limit_w,
+    plan = Plan(gpus=lay.gpus, grad_accum=lay.grad_accum, engine=req.engine, power_limit_w=req.power_limit_w,
                 sharding=lay.sharding if w.spec.task == "train" else "ddp")
     traces = traces_for(tracer, w, prec, lay.micro_batch)
     if w.serving:

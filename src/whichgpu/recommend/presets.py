@@ -54,7 +54,7 @@ class Preset:
     max_gpus: int = 1
     objective: str = "value"
     job_tokens: float | None = None
-    compile: bool = False  # predict with torch.compile / CUDA graphs (serving engines replay graphs)
+    engine: str = "pytorch"  # the execution engine the use case runs on (hardware/engines/*.toml)
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -83,9 +83,9 @@ PRESETS: tuple[Preset, ...] = (
            job_tokens=10e9),
     Preset("llm-serving", "serving an 8B LLM: 8 concurrent sequences, 2048-token context",
            (PresetWorkload("llama-3-8b", task="infer", batch_size=8, seq_len=2048, unit="tokens/s",
-                           note="prefill 2048, decode at 2048 context, CUDA graphs as serving engines run; "
+                           note="prefill 2048, decode at 2048 context, on vLLM (fused kernels, CUDA graphs); "
                                 "generated tokens/s"),),
-           24, "the guide: at least 24 GB for work with transformers", compile=True),
+           24, "the guide: at least 24 GB for work with transformers", engine="vllm"),
     Preset("image-generation", "Stable Diffusion image generation, 512x512, 50 steps",
            (PresetWorkload("sd-unet", task="infer", batch_size=2, image_size=512, unit="images/s", unit_scale=0.01,
                            note="UNet, classifier-free guidance: 2 samples x 50 steps per image"),),

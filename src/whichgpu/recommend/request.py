@@ -89,7 +89,7 @@ class Request:
     power_limit_w: float | None = None
     job: Job = field(default_factory=Job)
     gpu_ids: tuple[str, ...] | None = None  # restrict to these catalog ids
-    compile: bool = False
+    engine: str = "pytorch"  # execution engine profile (hardware/engines/*.toml)
     prices: dict[str, UserPrice] = field(default_factory=dict)
     today: dt.date = field(default_factory=dt.date.today)
 

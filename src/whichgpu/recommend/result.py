@@ -60,6 +60,12 @@ class Recommendation:
         }
 
 
+def _fuses(engine: str) -> bool:
+    from whichgpu.hardware.engine import get_engine
+
+    return get_engine(engine).fuses
+
+
 def request_dict(req: Request) -> dict[str, Any]:
     m = req.cost
     return {"mode": m.mode, "hours_per_month": m.hours_per_month, "years": m.years,
@@ -67,7 +73,7 @@ def request_dict(req: Request) -> dict[str, Any]:
             "counts": list(req.counts()), "max_power_w": req.max_power_w, "min_memory_gb": req.min_memory_gb,
             "memory_rule": req.memory_rule or None, "power_limit_w": req.power_limit_w,
             "precision": sorted({w.spec.precision for w in req.workloads}),
-            "compile": req.compile, "job": {"tokens": req.job.tokens, "epochs": req.job.epochs,
+            "compile": _fuses(req.engine), "engine": req.engine, "job": {"tokens": req.job.tokens, "epochs": req.job.epochs,
                                             "dataset_size": req.job.dataset_size},
             "gpus": list(req.gpu_ids) if req.gpu_ids else None, "today": req.today.isoformat()}
 

@@ -60,8 +60,9 @@ def estimate_document(results: list[dict[str, Any]], plan: Plan, explain: bool) 
                            "headroom_bytes": m.headroom_bytes}
         out.append(d)
     return {"plan": {"gpus": plan.gpus, "gpus_per_node": plan.gpus_per_node, "network": plan.network,
-                     "compile": plan.compile, "overlap": plan.overlap, "ddp_overlap": plan.ddp_overlap,
-                     "grad_accum": plan.grad_accum, "power_limit_w": plan.power_limit_w},
+                     "compile": plan.compile, "engine": plan.engine, "overlap": plan.overlap,
+                     "ddp_overlap": plan.ddp_overlap, "grad_accum": plan.grad_accum,
+                     "power_limit_w": plan.power_limit_w, "sharding": plan.sharding},
             "results": out}
 
 
@@ -75,7 +76,7 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
             + (f", image {t0.image_size}" if t0.image_size else "")
             + (f", context {t0.context}" if t0.context and not serving else "")
             + (f", {plan.gpus} GPUs (DDP)" if plan.gpus > 1 else "")
-            + (", torch.compile" if plan.compile else ", eager"))
+            + f", engine {plan.engine}")
     console.print(head)
     tb = Table()
     cols = ["GPU", "precision", "step", "samples/s"] + (["tokens/s"] if t0.tokens and not serving else [])

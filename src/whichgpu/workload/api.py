@@ -162,7 +162,9 @@ def _build(src: ModelSource, req: Any) -> tuple[Any, str, dict[str, Any]]:
         e = get_entry(src.ref)
         built = e.load_builder()(req)
         name = e.id
-        if e.config and e.family == "decoder":
+        if built.meta is not None:
+            meta = dict(built.meta)
+        elif e.config and e.family == "decoder":
             from whichgpu.workload.hf import model_meta
             from whichgpu.workload.zoo.llm.build import load_packaged_config
 
@@ -174,7 +176,7 @@ def _build(src: ModelSource, req: Any) -> tuple[Any, str, dict[str, Any]]:
         cfg = read_config(src.ref)
         built = build_hf(cfg, req, src.ref)
         name = src.title
-        meta = model_meta(cfg, src.ref)
+        meta = dict(built.meta) if built.meta is not None else model_meta(cfg, src.ref)
     else:
         from whichgpu.workload.factory import build_factory
 

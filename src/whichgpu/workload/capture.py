@@ -93,6 +93,8 @@ class CaptureState:
     next_id: int = 1
     recompute: bool = False
     memory_format: str = "channels_first"
+    quantized: set[int] = field(default_factory=set)  # parameter storages stored quantised (inference)
+    kv_storages: dict[int, float] = field(default_factory=dict)  # KV cache storage -> bytes scale (FP8 cache)
 
 
 class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -143,6 +145,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
         # ---- bytes: each distinct input read once, each output written once ---------------
         weight_idx: set[int] = set()
+        quantized_read = False
         flow_in: dict[int, float] = {}
         if category == "view":
             rd = wr = 0.0
@@ -157,10 +160,13 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     continue
                 seen.add(key)
                 b = _touched_bytes(t)
+                if cd in s.kv_storages:
+                    b *= s.kv_storages[cd]  # a KV cache stored narrower than the activations
                 if cd in s.param_storages:
                     weight_idx.add(i)
                     if category in _MM_CATS:
-                        b = self._weight_bytes(t, b, category)
+                        b = self._weight_bytes(t, b, category, cd in s.quantized)
+                        quantized_read = quantized_read or cd in s.quantized
                 rd += b
                 aid = s.alloc_id.get(cd, 0)
                 flow_in[aid] = flow_in.get(aid, 0.0) + b
@@ -177,6 +183,8 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         dtype = _short(outs[0].dtype) if outs else (_short(ins[0].dtype) if ins else "")
         sparse = False
         tags = cost.tags
+        if quantized_read and s.precision.weight_bits and not s.precision.fp8:
+            tags = (*tags, "wq")  # a weight-only quantised GEMM: dequantises its weights as it reads them
         if category in _MM_CATS and ins:
             src = ins[min(cost.matmul_dtype_from or 0, len(ins) - 1)]
             dtype = self._compute_dtype(src.dtype, category, bool(weight_idx))
@@ -227,11 +235,11 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return "fp8"
         return _short(dt)
 
-    def _weight_bytes(self, t: torch.Tensor, b: float, category: str) -> float:
+    def _weight_bytes(self, t: torch.Tensor, b: float, category: str, quantized: bool) -> float:
         p = self.s.precision
-        if p.weight_bits and category == "matmul":
-            b = b * p.weight_bits / (8 * t.element_size())
-        if p.fp8 and category == "matmul":
+        if p.weight_bits and quantized:
+            b = b * p.weight_bits / (8 * t.element_size())  # stored quantised (scales included)
+        elif p.fp8 and category == "matmul":
             b = b / t.element_size()
         if self.s.sparsity and category == "matmul" and t.dim() == 2:
             # 2:4 compressed weights: half the values plus 2-bit metadata per kept value.
@@ -247,12 +255,14 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 total += _touched_bytes(t)
                 continue
             n = float(t.numel())
+            if t.untyped_storage()._cdata in s.quantized:
+                total += n * (s.precision.weight_bits or 8.0) / 8  # stored in FP8 (inference): no cast
+                continue
             total += n  # 1 byte per element
-            if t.untyped_storage()._cdata not in s.param_storages or s.phase != "optimizer":
-                # cast_to_fp8 (Transformer Engine): read the 16/32-bit tensor, write FP8 + amax.
-                extra.append(_Raw("te.cast_to_fp8", None, "pointwise", s.phase, self._module(), "fp8",
-                                  2 * n, n * t.element_size(), n, 1.0, True, None, False, True,
-                                  ("fp8-cast",), ""))
+            # cast_to_fp8 (Transformer Engine): read the 16/32-bit tensor, write FP8 + amax.
+            extra.append(_Raw("te.cast_to_fp8", None, "pointwise", s.phase, self._module(), "fp8",
+                              2 * n, n * t.element_size(), n, 1.0, True, None, False, True,
+                              ("fp8-cast",), ""))
         return total, extra
 
 
@@ -275,14 +285,41 @@ def _mult(name: str, repeats: dict[str, int]) -> int:
     return 1 + next((extra for pre, extra in repeats.items() if name.startswith(pre + ".")), 0)
 
 
-def _count_params(model: nn.Module, repeats: dict[str, int]) -> tuple[int, int, int, int, list[tuple[str, int, int, torch.dtype, bool]]]:
-    """(parameters, trainable, parameter bytes, buffer bytes, per-parameter rows), full model."""
+_HEADS = ("lm_head", "output", "embed_out")
+
+
+def quantized_storages(model: nn.Module, precision: Precision) -> set[int]:
+    """Storages of the parameters a weight-only / FP8 inference format stores quantised: the
+    weights of every nn.Linear, except the output head unless the format quantises it too
+    (GPTQ, AWQ and TensorRT-LLM FP8 keep the head in 16 bits; gpt-fast and GGUF quantise it),
+    and the embedding table when the format quantises it (GGUF)."""
+    if not precision.weight_bits:
+        return set()
+    out: set[int] = set()
+    for name, mod in model.named_modules():
+        w = getattr(mod, "weight", None)
+        if not isinstance(w, nn.Parameter):
+            continue
+        head = name.split(".")[-1] in _HEADS
+        linear = isinstance(mod, nn.Linear) and (precision.quantize_head or not head)
+        if linear or (isinstance(mod, nn.Embedding) and precision.quantize_embedding):
+            out.add(w.untyped_storage()._cdata)
+    return out
+
+
+def _count_params(model: nn.Module, repeats: dict[str, int], quantized: set[int] | None = None,
+                  weight_bits: float | None = None,
+                  ) -> tuple[int, int, int, int, list[tuple[str, int, int, torch.dtype, bool]]]:
+    """(parameters, trainable, parameter bytes as stored, buffer bytes, per-parameter rows), full model."""
     total = trainable = pbytes = 0
     rows = []
     for name, p in model.named_parameters():
         mult = _mult(name, repeats)
         total += p.numel() * mult
-        pbytes += p.numel() * p.element_size() * mult
+        if quantized and weight_bits and p.untyped_storage()._cdata in quantized:
+            pbytes += round(p.numel() * weight_bits / 8) * mult
+        else:
+            pbytes += p.numel() * p.element_size() * mult
         if p.requires_grad:
             trainable += p.numel() * mult
         rows.append((name, p.numel(), mult, p.dtype, p.requires_grad))
@@ -339,12 +376,13 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
     else:
         model.eval()
     repeats = dict(built.repeats)
-    params, trainable, pbytes, bbytes, prow = _count_params(model, repeats)
+    quantized = quantized_storages(model, precision) if task == "infer" else set()
+    params, trainable, pbytes, bbytes, prow = _count_params(model, repeats, quantized, precision.weight_bits)
     if finetune != "full" and base_params:
         params = base_params + trainable  # base weights (NF4 buffers for QLoRA) + adapters
     elif base_params:
         params = base_params
-    state = CaptureState(precision=precision, sparsity=sparsity, memory_format=memory_format)
+    state = CaptureState(precision=precision, sparsity=sparsity, memory_format=memory_format, quantized=quantized)
     policy = PolicyMode(precision)
     if task == "train":
         def _set_recompute(flag: bool) -> None:
@@ -361,6 +399,10 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         apply_checkpointing(model, checkpointing, repeats, _set_recompute, _policy_ctx)
     for pname, p in model.named_parameters():
         state.param_storages[p.untyped_storage()._cdata] = pname
+    if built.kv_bytes and built.kv_key and isinstance(inputs, dict):
+        for t in tree_flatten(inputs.get(built.kv_key))[0]:
+            if isinstance(t, torch.Tensor):
+                state.kv_storages[t.untyped_storage()._cdata] = built.kv_bytes / t.element_size()
     state.rnn_modules = frozenset(n for n, m in model.named_modules() if isinstance(m, nn.RNNBase))
     input_tensors = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
     # Inputs (including KV caches written in place) and buffers exist before the step.

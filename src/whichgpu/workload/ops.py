@@ -3,8 +3,11 @@
 `whichgpu::attention` stands for the fused attention kernel PyTorch picks on CUDA
 (FlashAttention for FP16/BF16, memory-efficient attention for FP32 or with a mask): one kernel
 reading Q, K, V (and the mask) and writing O and the log-sum-exp. It supports GQA/MQA natively
-(K/V with fewer heads are not expanded), as flash kernels do. These ops only ever run on
-``meta`` tensors: their fake implementations give shapes, their costs live in `costs.py`.
+(K/V with fewer heads are not expanded), as flash kernels do. `whichgpu::all_reduce` and
+`whichgpu::all_gather` are the collectives of a tensor-parallel group (NCCL or an engine's
+own), recorded with the group size so the performance model can price them on the system's
+links. These ops only ever run on ``meta`` tensors: their fake implementations give shapes,
+their costs live here and in `costs.py`.
 """
 
 from __future__ import annotations
@@ -90,3 +93,40 @@ def _attention_backward_cost(args: Sequence[Any], kwargs: dict[str, Any], out: A
     # conversion kernel.
     return Cost(sdpa_backward_flops(b, h, sq, sk, d, dv, causal), "attention", mm=(b * h, sq, sk, d),
                 kernels=3, matmul_dtype_from=1, tags=tags)
+
+
+@torch.library.custom_op("whichgpu::all_reduce", mutates_args=())
+def all_reduce(x: Tensor, group: int) -> Tensor:
+    raise RuntimeError("whichgpu::all_reduce only runs on the meta device")
+
+
+@all_reduce.register_fake
+def _all_reduce_fake(x: Tensor, group: int) -> Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("whichgpu::all_gather", mutates_args=())
+def all_gather(x: Tensor, group: int, dim: int) -> Tensor:
+    raise RuntimeError("whichgpu::all_gather only runs on the meta device")
+
+
+@all_gather.register_fake
+def _all_gather_fake(x: Tensor, group: int, dim: int) -> Tensor:
+    shape = list(x.shape)
+    shape[dim] *= group
+    return x.new_empty(shape)
+
+
+@register("whichgpu.all_reduce")
+def _all_reduce_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    # The message is the tensor; the time is the collective's (perf/comm.py), not a memory pass.
+    x, group = args[0], int(args[1])
+    n = float(x.numel() * x.element_size())
+    return Cost(0.0, "comm", bytes_read=n, bytes_written=n, tags=("all_reduce", f"group={group}"))
+
+
+@register("whichgpu.all_gather")
+def _all_gather_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    x, group = args[0], int(args[1])
+    n = float(x.numel() * x.element_size())
+    return Cost(0.0, "comm", bytes_read=n, bytes_written=n * group, tags=("all_gather", f"group={group}"))

@@ -32,6 +32,7 @@ CATEGORIES: tuple[str, ...] = (
     "copy",        # data movement without math: cat, contiguous, dtype casts, pads, copies
     "memset",      # zeros/ones/fill/empty-like allocations that write memory
     "view",        # metadata only: no kernel, no memory traffic
+    "comm",        # collectives between GPUs (tensor-parallel all-reduce / all-gather): tags name them
     "other",       # everything else (unmodelled FLOPs, bytes still counted)
 )
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")

@@ -51,6 +51,13 @@ class Built:
     tokens: int = 0
     full_params: int | None = None  # parameter count of the full (untruncated) model, if known
     notes: list[str] = field(default_factory=list)
+    # Model facts for the memory model when the builder knows them better than the config
+    # (e.g. one tensor-parallel rank's heads); None: from the config.
+    meta: dict[str, Any] | None = None
+    # The entry of `inputs` holding the KV cache tensors, and the bytes a cached value is stored
+    # in when not the activations' dtype (an FP8 KV cache: 1).
+    kv_key: str = ""
+    kv_bytes: float | None = None
 
 
 @dataclass(frozen=True)

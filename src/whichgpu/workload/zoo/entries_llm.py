@@ -34,6 +34,21 @@ ENTRIES: list[ZooEntry] = [
     _llm("mistral-7b", "Mistral-7B v0.1", "mistral-7b", 7_241_732_096, ("mistral", "mistralai/Mistral-7B-v0.1"), "MistralForCausalLM"),
     _llm("mixtral-8x7b", "Mixtral-8x7B", "mixtral-8x7b", 46_702_792_704, ("mixtral", "mistralai/Mixtral-8x7B-v0.1"), "MixtralForCausalLM",
          notes="MoE: 2 of 8 experts per token, tokens spread evenly over experts (load-balanced routing)"),
+    # GPT-J and Falcon: transformers' num_parameters() of GPTJForCausalLM / FalconForCausalLM built
+    # on the meta device from the packaged configs (transformers 5.23; tests recompute it). By shapes:
+    # GPT-J 6B: wte 50400 x 4096 + 28 x (ln_1 2 x 4096 + q,k,v,out 4 x 4096^2 + fc_in/fc_out
+    #   2 x 4096 x 16384 + biases 16384 + 4096) + ln_f 2 x 4096 + lm_head 4096 x 50400 + 50400
+    #   = 6,050,882,784 (the model card's 6,053,381,344 is mesh-transformer-jax's count).
+    # Falcon-180B: word_embeddings 65024 x 14848 (tied lm_head) + 80 x (query_key_value
+    #   14848 x (232 + 2 x 8) x 64 + dense 14848^2 + MLP 2 x 14848 x 59392 + ln_attn, ln_mlp
+    #   4 x 14848) + ln_f 2 x 14848 = 178,557,088,768.
+    _llm("gpt-j-6b", "GPT-J 6B", "gpt-j-6b", 6_050_882_784, ("gptj-6b", "gpt-j", "EleutherAI/gpt-j-6b"),
+         "GPTJForCausalLM", 2048,
+         notes="parallel block, rotary on 64 of each head's 256 dims (interleaved), untied lm_head with a bias"),
+    _llm("falcon-180b", "Falcon 180B", "falcon-180b", 178_557_088_768, ("falcon180b", "tiiuae/falcon-180B"),
+         "FalconForCausalLM", 2048,
+         notes="parallel block with two LayerNorms, 232 query heads sharing 8 K/V heads (the KV cache is kept "
+               "at 8 heads, as serving engines do), tied lm_head"),
     ZooEntry(
         id="bert-base-squad", title="BERT-Base SQuAD fine-tune", family="encoder", input_kind="tokens",
         builder=f"{_HF}:build_bert_squad", config="bert-base-uncased",
@@ -50,6 +65,18 @@ ENTRIES: list[ZooEntry] = [
         reference_mixed_precision="fp16",  # DLE BERT: apex amp.initialize(opt_level="O2")
         validation_names=("BERT-Large SQuAD fine-tune", "BERT-Large SQuAD inference"),
         aliases=("bert-large", "bert-large-uncased"), throughput_unit="sequences/s"),
+    ZooEntry(
+        id="bert-large-cls", title="BERT-Large sequence classification", family="encoder", input_kind="tokens",
+        builder=f"{_HF}:build_bert_cls", config="bert-large-uncased",
+        definition="transformers BertForSequenceClassification, 2 labels (eager attention, as transformers of 2022), "
+                   "the Hub checkpoint's 30522-token vocabulary",
+        default_batch_size=4, default_seq_len=512, default_optimizer="adamw",  # HF guide: Trainer, batch 4, seq 512
+        validation_names=("bert-large-uncased (sequence classification)",),
+        aliases=("bert-large-uncased-cls", "bert-large-classification", "bert-large-seq-cls"),
+        params_reference=335_143_938,  # BertForSequenceClassification(num_labels=2).num_parameters(), on meta
+        throughput_unit="samples/s",
+        notes="the HF 'efficient training on one GPU' guide's model: AutoModelForSequenceClassification "
+              "of bert-large-uncased under the Trainer (fp16 = autocast)"),
     ZooEntry(
         id="bert-large-pretraining", title="BERT-Large pretraining (LAMB)", family="encoder", input_kind="tokens",
         builder=f"{_HF}:build_bert_pretraining", config="bert-large-uncased",

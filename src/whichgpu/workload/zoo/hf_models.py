@@ -31,14 +31,17 @@ def _check(req: BuildRequest, image: bool = False) -> None:
         raise InputError(f"{'image size' if image else 'sequence length'} must be > 0, got {n}")
 
 
-def _bert_config(cfg: dict[str, Any], seq: int) -> Any:
+def _bert_config(cfg: dict[str, Any], seq: int, dle_vocab: bool = True, attention: str = "eager") -> Any:
     tf = _transformers()
     c = {k: v for k, v in cfg.items() if not k.startswith("_") and k != "model_type"}
-    c["vocab_size"] = DLE_VOCAB
+    if dle_vocab:
+        c["vocab_size"] = DLE_VOCAB
     if seq > c.get("max_position_embeddings", 512):
         raise InputError(f"sequence length {seq} exceeds BERT's {c['max_position_embeddings']} positions")
+    if attention not in ("eager", "sdpa"):
+        raise InputError(f"attention must be 'eager' or 'sdpa', got {attention!r}")
     conf = tf.BertConfig(**c)
-    conf._attn_implementation = "eager"
+    conf._attn_implementation = attention
     return conf
 
 
@@ -85,6 +88,31 @@ def build_bert_squad(req: BuildRequest, config: str) -> Built:
 
     return Built(model, inputs, loss_fn if req.task == "train" else None, repeats, samples=b, tokens=b * s,
                  full_params=full, notes=["attention mask omitted (all tokens valid), as in padded benchmark batches"])
+
+
+def build_bert_cls(req: BuildRequest, config: str) -> Built:
+    """BertForSequenceClassification (2 labels) as HF's "efficient training on one GPU" guide runs it
+    with the Trainer: the Hub checkpoint's 30522-token vocabulary, input_ids and labels only (no
+    attention mask or token types: the model's zero token-type buffer is used). Eager attention
+    by default, as transformers ran BERT in 2022; option ("attention", "sdpa") for today's."""
+    _check(req)
+    tf = _transformers()
+    conf = _bert_config(load_packaged_config(config), req.seq_len or 0, dle_vocab=False,
+                        attention=req.option("attention", "eager"))
+    conf.num_labels = 2
+    full_layers = _truncate(conf, req)
+    with torch.device("meta"):
+        model = tf.BertForSequenceClassification(conf)
+    repeats, full = _repeated(model, full_layers, conf.num_hidden_layers)
+    b, s = req.batch_size, req.seq_len or 0
+    inputs = {"input_ids": torch.zeros(b, s, dtype=torch.long, device="meta")}
+    labels = torch.zeros(b, dtype=torch.long, device="meta")
+
+    def loss_fn(out: Any, _inp: Any) -> torch.Tensor:
+        return F.cross_entropy(out.logits.view(-1, 2), labels)  # as the model's single-label loss
+
+    return Built(model, inputs, loss_fn if req.task == "train" else None, repeats, samples=b, tokens=b * s,
+                 full_params=full, notes=["attention mask omitted (all tokens valid), as the guide's random batches"])
 
 
 class _BertPretrain(nn.Module):
@@ -141,7 +169,10 @@ def build_vit(req: BuildRequest, config: str) -> Built:
     if img % cfg["patch_size"]:
         raise InputError(f"image size {img} is not a multiple of the patch size {cfg['patch_size']}")
     conf = tf.ViTConfig(**cfg)
-    conf._attn_implementation = "sdpa"
+    attention = req.option("attention", "sdpa")
+    if attention not in ("eager", "sdpa"):
+        raise InputError(f"attention must be 'eager' or 'sdpa', got {attention!r}")
+    conf._attn_implementation = attention  # eager: matmul + softmax (timm on torch 1.x; no fused SDPA)
     full_layers = _truncate(conf, req)
     with torch.device("meta"):
         model = tf.ViTForImageClassification(conf)

@@ -12,8 +12,12 @@ from whichgpu.errors import InputError
 from whichgpu.workload.zoo.base import BuildRequest, Built
 from whichgpu.workload.zoo.llm.args import DecoderArgs, args_from_config
 from whichgpu.workload.zoo.llm.decoder import GPT2Like, LlamaLike, causal_lm_loss
+from whichgpu.workload.zoo.llm.parallel import FalconLike, GPTJLike
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+# KV cache storage: "auto" = the activations' dtype; fp8 (TensorRT-LLM --fp8_kv_cache, vLLM
+# kv_cache_dtype=fp8) stores one byte a value; fp16/bf16 two.
+KV_BYTES: dict[str, float | None] = {"auto": None, "fp8": 1.0, "fp16": 2.0, "bf16": 2.0}
 
 
 def load_packaged_config(name: str) -> dict[str, Any]:
@@ -31,10 +35,20 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
     if b <= 0:
         raise InputError(f"batch size must be > 0, got {b}")
     eager = req.option("attention", "sdpa") == "eager"
+    tp = int(req.option("tp", 1))
+    if tp < 1:
+        raise InputError(f"tensor parallelism must be >= 1, got {tp}")
+    # Tensor parallelism: the trace is one rank's (its shards and the group's collectives).
+    a = a.sharded(tp, split_head=req.option("tp_head", "sharded") == "sharded")
+    kv_dtype = req.option("kv_dtype", "auto")
+    if kv_dtype not in KV_BYTES:
+        raise InputError(f"KV cache dtype must be one of {', '.join(KV_BYTES)}, got {kv_dtype!r}")
+    kv_bytes = KV_BYTES[kv_dtype]
+    meta = {**a.meta(), **({"kv_bytes": kv_bytes} if kv_bytes else {})}
     layers = min(a.layers, 2) if req.truncate_layers else a.layers
     with torch.device("meta"):
-        model = GPT2Like(a, layers, eager) if a.family == "gpt2" else LlamaLike(a, layers, theta, eager)
-    prefix = "transformer.h" if a.family == "gpt2" else "model.layers"
+        model = _model(a, layers, theta, eager)
+    prefix = "model.layers" if a.family == "llama" else "transformer.h"
     repeats = {f"{prefix}.1": a.layers - 2} if layers == 2 and a.layers > 2 else {}
     full_params = _full_params(a)
     if req.phase == "decode":
@@ -51,7 +65,8 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
         cache_pos = torch.tensor([ctx], dtype=torch.long, device="meta")
         inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos}
         return Built(model, inputs, None, repeats, samples=b, tokens=b, full_params=full_params,
-                     notes=[f"decode one token per sequence with a static KV cache of {t} positions"])
+                     notes=[f"decode one token per sequence with a static KV cache of {t} positions"],
+                     meta=meta, kv_key="cache", kv_bytes=kv_bytes)
     s = req.seq_len or 0
     if s <= 0:
         raise InputError(f"sequence length must be > 0, got {s}")
@@ -63,20 +78,48 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
         inputs = {"input_ids": ids, "position_ids": pos}
         labels = torch.zeros(b, s, dtype=torch.long, device="meta")
         return Built(model, inputs, lambda out, _inp: causal_lm_loss(out, labels), repeats, samples=b,
-                     tokens=b * s, full_params=full_params)
+                     tokens=b * s, full_params=full_params, meta=meta)
     if req.phase == "prefill":
         cache = [(torch.empty(b, a.kv_heads, s, a.head_dim, device="meta"),
                   torch.empty(b, a.kv_heads, s, a.head_dim, device="meta")) for _ in range(layers)]
         cache_pos = torch.zeros(s, dtype=torch.long, device="meta")
         inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos, "last_only": True}
         return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params,
-                     notes=["prefill writes the KV cache and computes logits for the last position only"])
+                     notes=["prefill writes the KV cache and computes logits for the last position only"],
+                     meta=meta, kv_key="cache", kv_bytes=kv_bytes)
     inputs = {"input_ids": ids, "position_ids": pos}
-    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params)
+    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params, meta=meta)
+
+
+def _model(a: DecoderArgs, layers: int, theta: float, eager: bool) -> torch.nn.Module:
+    if a.family == "gpt2":
+        return GPT2Like(a, layers, eager)
+    if a.family == "gptj":
+        return GPTJLike(a, layers, eager)
+    if a.family == "falcon":
+        return FalconLike(a, layers, theta, eager)
+    return LlamaLike(a, layers, theta, eager)
+
+
+def _parallel_params(a: DecoderArgs) -> int:
+    """GPT-J / Falcon, from the module shapes in parallel.py."""
+    h, d, f = a.hidden, a.head_dim, a.intermediate
+    qkv = (a.heads + 2 * a.kv_heads) * d  # q, k, v outputs (Falcon: one fused query_key_value)
+    per = h * qkv + a.heads * d * h + 2 * h * f  # q, k, v; out_proj / dense; MLP up and down
+    per += 2 * h * (a.parallel_norms or 2)  # LayerNorms, weight and bias (a sequential block has two)
+    head = 0 if a.tie_embeddings and a.vocab_out == a.vocab else a.vocab_out * h
+    if a.family == "gptj":
+        per += f + h  # fc_in, fc_out biases (attention has none)
+        head += a.vocab_out  # lm_head bias
+    elif a.linear_bias:
+        per += qkv + h + f + h  # Falcon `bias`: query_key_value, dense, dense_h_to_4h, dense_4h_to_h
+    return a.vocab * h + a.layers * per + 2 * h + head
 
 
 def _full_params(a: DecoderArgs) -> int:
     h, d = a.hidden, a.head_dim
+    if a.family in ("gptj", "falcon"):
+        return _parallel_params(a)
     if a.family == "gpt2":
         per = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * a.intermediate + a.intermediate) + (a.intermediate * h + h)
         return a.vocab * h + a.max_positions * h + a.layers * per + 2 * h
@@ -87,7 +130,7 @@ def _full_params(a: DecoderArgs) -> int:
     if a.experts:
         mlp = a.experts * 3 * h * a.intermediate + h * a.experts
     per = attn + mlp + 2 * h
-    head = 0 if a.tie_embeddings else a.vocab * h
+    head = 0 if a.tie_embeddings and a.vocab_out == a.vocab else a.vocab_out * h
     return a.vocab * h + a.layers * per + h + head
 
 

@@ -1,4 +1,5 @@
 """A decoder-only transformer (Llama / Mistral / Mixtral / Qwen2 / GPT-2 families) for capture.
+(GPT-J and Falcon, whose blocks run attention and the MLP in parallel, are in `parallel.py`.)
 
 Mirrors the Hugging Face `transformers` definitions op for op in eager mode (module names,
 parameter shapes, RMSNorm in FP32, rotary embedding, gated MLP, FP32 logits for the loss), so
@@ -59,12 +60,13 @@ class Rotary(nn.Module):
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, cache: tuple[Tensor, Tensor] | None, cache_pos: Tensor | None,
-           eager: bool, softmax_fp32: bool) -> Tensor:
+           eager: bool, softmax_fp32: bool, scores_fp32: bool = False) -> Tensor:
     """Causal attention of q (B, H, S, D) over k, v (B, KV, S, D); returns (B, S, H*D).
 
     With a static KV cache (B, KV, T, D) the new positions are written in place and attention
     runs over the whole cache. Eager: matmuls and softmax as transformers' eager path (K/V
-    repeated for GQA, FP32 softmax for Llama-style models); otherwise one fused SDPA call.
+    repeated for GQA, FP32 softmax for Llama-style models, FP32 query and key for GPT-J's
+    scores with the probabilities cast back to V's dtype); otherwise one fused SDPA call.
     """
     b, heads, s, d = q.shape
     causal = True
@@ -80,14 +82,33 @@ def attend(q: Tensor, k: Tensor, v: Tensor, cache: tuple[Tensor, Tensor] | None,
         if rep > 1:
             k = k[:, :, None].expand(b, k.shape[1], rep, k.shape[2], d).reshape(b, heads, k.shape[2], d)
             v = v[:, :, None].expand(b, v.shape[1], rep, v.shape[2], d).reshape(b, heads, v.shape[2], d)
+        if scores_fp32:
+            q, k = q.to(torch.float32), k.to(torch.float32)
         w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
         if causal:
             w = w + torch.full((s, k.shape[2]), float("-inf"), device=q.device, dtype=w.dtype).triu(1)
         w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype) if softmax_fp32 else F.softmax(w, dim=-1)
+        if scores_fp32:
+            w = w.to(v.dtype)
         o = torch.matmul(w, v)
     else:
         o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return o.transpose(1, 2).reshape(b, s, -1)
+
+
+def tp_reduce(x: Tensor, a: DecoderArgs) -> Tensor:
+    """The all-reduce after a row-parallel projection (tensor parallelism); identity otherwise."""
+    if a.tp > 1:
+        return torch.ops.whichgpu.all_reduce(x, a.tp)  # type: ignore[no-any-return]
+    return x
+
+
+def lm_head_logits(head: nn.Module, x: Tensor, a: DecoderArgs) -> Tensor:
+    """Logits: a vocabulary-parallel head all-gathers its shards (tensor parallelism)."""
+    logits: Tensor = head(x)
+    if a.tp > 1 and a.tp_head:
+        logits = torch.ops.whichgpu.all_gather(logits, a.tp, -1)
+    return logits
 
 
 class Attention(nn.Module):
@@ -111,18 +132,20 @@ class Attention(nn.Module):
         q = q * c + rotate_half(q) * sn
         k = k * c + rotate_half(k) * sn
         o = attend(q, k, v, cache, cache_pos, eager, softmax_fp32=True)
-        return self.o_proj(o)  # type: ignore[no-any-return]
+        return tp_reduce(self.o_proj(o), self.a)
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, inter: int) -> None:
+    def __init__(self, hidden: int, inter: int, tp: DecoderArgs | None = None) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, inter, bias=False)
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.down_proj = nn.Linear(inter, hidden, bias=False)
+        self.tp = tp
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # type: ignore[no-any-return]
+        y: Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return tp_reduce(y, self.tp) if self.tp is not None else y
 
 
 class Expert(nn.Module):
@@ -141,6 +164,7 @@ class SparseMoE(nn.Module):
 
     def __init__(self, a: DecoderArgs) -> None:
         super().__init__()
+        self.a = a
         self.k = a.experts_per_token
         self.gate = nn.Linear(a.hidden, a.experts, bias=False)
         self.experts = nn.ModuleList(Expert(a.hidden, a.intermediate) for _ in range(a.experts))
@@ -163,7 +187,7 @@ class SparseMoE(nn.Module):
             xi = flat.index_select(0, idx)
             yi = self.experts[i](xi) * weights.view(-1)[:per, None]
             out.index_add_(0, idx, yi)
-        return out.view(b, s, h)
+        return tp_reduce(out.view(b, s, h), self.a)
 
 
 class Block(nn.Module):
@@ -172,7 +196,7 @@ class Block(nn.Module):
         self.self_attn = Attention(a)
         self.input_layernorm = RMSNorm(a.hidden, a.norm_eps)
         self.post_attention_layernorm = RMSNorm(a.hidden, a.norm_eps)
-        self.mlp: nn.Module = SparseMoE(a) if a.experts else MLP(a.hidden, a.intermediate)
+        self.mlp: nn.Module = SparseMoE(a) if a.experts else MLP(a.hidden, a.intermediate, a if a.tp > 1 else None)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, cache: tuple[Tensor, Tensor] | None,
                 cache_pos: Tensor | None, eager: bool) -> Tensor:
@@ -197,8 +221,8 @@ class LlamaLike(nn.Module):
         self.a = a
         self.eager = eager
         self.model = Model(a, layers, theta)
-        self.lm_head = nn.Linear(a.hidden, a.vocab, bias=False)
-        if a.tie_embeddings:
+        self.lm_head = nn.Linear(a.hidden, a.vocab_out, bias=False)
+        if a.tie_embeddings and a.vocab_out == a.vocab:
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
@@ -210,7 +234,7 @@ class LlamaLike(nn.Module):
         x = self.model.norm(x)
         if last_only:
             x = x[:, -1:, :]
-        return self.lm_head(x)  # type: ignore[no-any-return]
+        return lm_head_logits(self.lm_head, x, self.a)
 
 
 class GPT2Attention(nn.Module):

@@ -1,0 +1,237 @@
+"""Execution engines as data: how a program's kernels are launched, fused and chosen.
+
+One TOML file per engine in ``hardware/engines/`` (PyTorch eager, torch.compile, CUDA-graph
+replay, gpt-fast, TensorRT-LLM, llama.cpp, vLLM, XLA). An engine says:
+
+* launch: whether kernels replay from a CUDA graph, and the host (CPU) time to issue one op,
+  one metadata-only op and one step;
+* kernels: which ops fuse (none; chains of elementwise/reduction ops; those chains also into
+  the epilogue of the GEMM or convolution before them), whether convolutions run channels-last
+  whatever the model's layout, how attention runs, whether FP16 GEMMs accumulate in FP16, and
+  how fast its weight-only dequantising GEMMs stream weights relative to 16-bit ones;
+* sources for every figure (numbers without a citation are fitted by scripts/fit_params.py
+  on the dev validation corpus, and say so).
+
+Users add or override engines with files in ``--engines DIR`` / ``$WHICHGPU_ENGINES`` (an
+override names the engine with ``id`` and holds only what changes), as with the GPU catalog.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from whichgpu.errors import CatalogError, UnknownNameError
+from whichgpu.hardware.names import NameIndex
+
+ENGINES_DIR = Path(__file__).parent / "engines"
+SCHEMA = "whichgpu.engine/1"
+ENV_VAR = "WHICHGPU_ENGINES"
+FUSIONS = ("none", "pointwise", "epilogue")
+CONV_LAYOUTS = ("as-traced", "nhwc")
+ATTENTIONS = ("as-traced", "eager", "fused")
+DEFAULT_ENGINE = "pytorch"
+
+_NUM = (int, float)
+# section -> field -> (types, required, check) with check in "nonneg", "pos", "bool", "str", "choice:<a|b>"
+_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool, str]]] = {
+    "launch": {
+        "graphs": ((bool,), True, "bool"),
+        "host_op_us": (_NUM, True, "nonneg"),
+        "host_view_us": (_NUM, True, "nonneg"),
+        "step_host_ms_train": (_NUM, True, "nonneg"),
+        "step_host_ms_infer": (_NUM, True, "nonneg"),
+    },
+    "kernels": {
+        "fusion": ((str,), True, "choice:" + "|".join(FUSIONS)),
+        "conv_layout": ((str,), True, "choice:" + "|".join(CONV_LAYOUTS)),
+        "attention": ((str,), True, "choice:" + "|".join(ATTENTIONS)),
+        "fp16_accumulate": ((bool,), True, "bool"),
+        "quantized_bandwidth": (_NUM, True, "pos"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How kernels are issued and which ones run (see the module docstring)."""
+
+    id: str
+    name: str
+    description: str
+    graphs: bool
+    host_op_us: float
+    host_view_us: float
+    step_host_ms_train: float
+    step_host_ms_infer: float
+    fusion: str
+    conv_layout: str
+    attention: str
+    fp16_accumulate: bool
+    quantized_bandwidth: float
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    @property
+    def fuses(self) -> bool:
+        return self.fusion != "none"
+
+    @property
+    def attention_option(self) -> str | None:
+        """The workload's attention option under this engine: "eager" (matmul + softmax, as
+        llama.cpp without -fa), "sdpa" (the engine's fused kernel), None (as the program says)."""
+        return {"eager": "eager", "fused": "sdpa"}.get(self.attention)
+
+    def summary(self) -> str:
+        launch = "CUDA graphs" if self.graphs else f"{self.host_op_us:g} us host time per op"
+        fusion = {"none": "no fusion", "pointwise": "elementwise chains fused",
+                  "epilogue": "elementwise chains fused, also into GEMM/conv epilogues"}[self.fusion]
+        extra = []
+        if self.conv_layout == "nhwc":
+            extra.append("channels-last convolutions")
+        if self.attention != "as-traced":
+            extra.append(f"{self.attention} attention")
+        if self.fp16_accumulate:
+            extra.append("FP16-accumulate GEMMs")
+        return f"{self.name}: {launch}, {fusion}" + ("".join(f", {e}" for e in extra))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "description": self.description, "graphs": self.graphs,
+                "host_op_us": self.host_op_us, "host_view_us": self.host_view_us,
+                "step_host_ms_train": self.step_host_ms_train, "step_host_ms_infer": self.step_host_ms_infer,
+                "fusion": self.fusion, "conv_layout": self.conv_layout, "attention": self.attention,
+                "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
+                "sources": dict(self.sources)}
+
+
+def _check(path: str, section: str, key: str, value: Any, spec: tuple[tuple[type, ...], bool, str]) -> None:
+    types, _req, check = spec
+    name = f"{section}.{key}"
+    if isinstance(value, bool) and bool not in types:
+        raise CatalogError(path, name, f"must be a number, got {value!r}")
+    if not isinstance(value, types):
+        want = "true or false" if check == "bool" else "a number" if check in ("pos", "nonneg") else "a string"
+        raise CatalogError(path, name, f"must be {want}, got {value!r}")
+    if check in ("pos", "nonneg"):
+        x = float(value) if isinstance(value, (int, float)) else math.nan
+        if not math.isfinite(x):
+            raise CatalogError(path, name, f"must be a finite number, got {value!r}")
+        if check == "pos" and not x > 0:
+            raise CatalogError(path, name, f"must be > 0, got {value!r}")
+        if check == "nonneg" and not x >= 0:
+            raise CatalogError(path, name, f"must be >= 0, got {value!r}")
+    if check.startswith("choice:"):
+        valid = check[7:].split("|")
+        if value not in valid:
+            raise CatalogError(path, name, f"must be one of {', '.join(valid)}, got {value!r}")
+
+
+def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
+    if raw.get("schema") != SCHEMA:
+        raise CatalogError(path, "schema", f"must be {SCHEMA!r}")
+    for key in ("id", "name"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise CatalogError(path, key, "must be a non-empty string")
+    vals: dict[str, Any] = {}
+    for section, fields in _FIELDS.items():
+        sec = raw.get(section)
+        if not isinstance(sec, dict):
+            raise CatalogError(path, section, "missing section [" + section + "]")
+        for key in sec:
+            if key not in fields:
+                raise CatalogError(path, f"{section}.{key}", "unknown field; valid: " + ", ".join(fields))
+        for key, spec in fields.items():
+            if key not in sec:
+                raise CatalogError(path, f"{section}.{key}", "missing")
+            _check(path, section, key, sec[key], spec)
+            vals[key] = float(sec[key]) if spec[2] in ("pos", "nonneg") else sec[key]
+    aliases = raw.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise CatalogError(path, "aliases", "must be a list of strings")
+    sources = raw.get("sources", {})
+    if not isinstance(sources, dict):
+        raise CatalogError(path, "sources", "must be a table of field = source")
+    return Engine(id=raw["id"], name=raw["name"], description=str(raw.get("description", "")),
+                  aliases=tuple(aliases), sources={str(k): str(v) for k, v in sources.items()}, path=path, **vals)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            raw: dict[str, Any] = tomllib.load(fh)
+            return raw
+    except tomllib.TOMLDecodeError as e:
+        raise CatalogError(str(path), "", f"not valid TOML ({e})") from None
+    except UnicodeDecodeError:
+        raise CatalogError(str(path), "", "not UTF-8 text") from None
+    except OSError as e:
+        raise CatalogError(str(path), "", f"cannot read ({e.strerror})") from None
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k].update(v)
+        else:
+            out[k] = v
+    return out
+
+
+@dataclass(frozen=True)
+class Engines:
+    engines: dict[str, Engine]
+    index: NameIndex
+
+    def get(self, name: str) -> Engine:
+        cid = self.index.resolve(name, "engine", "whichgpu engines")
+        return self.engines[cid]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.engines.values())
+
+
+def _user_dirs(explicit: str | None) -> tuple[str, ...]:
+    raw = explicit if explicit is not None else os.environ.get(ENV_VAR, "")
+    return tuple(d for d in raw.split(os.pathsep) if d)
+
+
+@functools.lru_cache(maxsize=8)
+def load_engines(user_dirs: tuple[str, ...] = ()) -> Engines:
+    raws: dict[str, tuple[str, dict[str, Any]]] = {}
+    for p in sorted(ENGINES_DIR.glob("*.toml")):
+        raw = _read(p)
+        raws[str(raw.get("id", p.stem))] = (str(p), raw)
+    for d in user_dirs:
+        dp = Path(d)
+        if not dp.is_dir():
+            raise CatalogError(d, "", "engine directory does not exist")
+        for p in sorted(dp.glob("*.toml")):
+            raw = _read(p)
+            eid = str(raw.get("id", ""))
+            if eid in raws:
+                raws[eid] = (str(p), _merge(raws[eid][1], raw))
+            else:
+                raws[eid] = (str(p), raw)
+    engines = {eid: _from_raw(path, raw) for eid, (path, raw) in raws.items()}
+    index = NameIndex((e.id, (e.name, *e.aliases)) for e in engines.values())
+    return Engines(engines, index)
+
+
+def get_engine(name: str = DEFAULT_ENGINE, engines_dir: str | None = None) -> Engine:
+    """The engine profile `name` (an id, name or alias)."""
+    try:
+        return load_engines(_user_dirs(engines_dir)).get(name)
+    except UnknownNameError:
+        raise
