@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from whichgpu.hardware.catalog import load_catalog
 from whichgpu.perf import Plan, estimate
+from whichgpu.perf.device import Device
 from whichgpu.perf.kernels import gemm_utilization
 from whichgpu.perf.params import load_params
 from whichgpu.workload.trace import Op, Trace
@@ -38,8 +39,10 @@ def test_large_bf16_matmul_on_h100_is_compute_bound_near_the_measured_ceiling() 
     achieved = op.flops / top.seconds / 1e12
     measured = h100.measured_tflops("bf16").matmul_tflops  # 794.5 TFLOP/s (kernels.csv)
     p = load_params()
-    # the tile-and-wave model gives a big aligned GEMM near-full utilisation of the ceiling
-    assert 0.85 * measured < achieved <= measured * 1.0001
+    # Sustained work runs at the sustained clock under the 700 W budget (perf/device.py); the
+    # tile-and-wave model gives a big aligned GEMM near-full utilisation of the ceiling at it.
+    ceiling = measured * Device(h100, p).clock_scale
+    assert 0.85 * ceiling < achieved <= ceiling * 1.0001
     assert p.mm_ceiling > 0
 
 
@@ -82,9 +85,11 @@ def test_tf32_falls_back_to_fp32_on_volta() -> None:
 def test_geforce_fp16_runs_at_the_fp32_accumulate_rate() -> None:
     g4090, a6000ada = CAT.get("RTX 4090"), CAT.get("RTX 6000 Ada")
     op = matmul(8192, 8192, 8192, "fp16")
-    t4090 = estimate(trace_of(op, precision="fp16"), g4090).top_ops[0].seconds
-    t6000 = estimate(trace_of(op, precision="fp16"), a6000ada).top_ops[0].seconds
-    # same AD102 die; the workstation card runs FP16 with FP32 accumulate at full rate
+    # Same AD102 die; the workstation card runs FP16 with FP32 accumulate at full rate (the
+    # power budget, which throttles the 300 W card, is left out here: ada's figure set to 0).
+    p = load_params().with_values(w_per_tflops_ada=0.0)
+    t4090 = estimate(trace_of(op, precision="fp16"), g4090, params=p).top_ops[0].seconds
+    t6000 = estimate(trace_of(op, precision="fp16"), a6000ada, params=p).top_ops[0].seconds
     assert t4090 > 1.5 * t6000
 
 
@@ -172,9 +177,14 @@ def test_no_ddp_overlap_is_slower() -> None:
 
 
 def test_power_limit_slows_compute() -> None:
+    # A limit below what the tensor work needs at the rated clock slows it (perf/device.py); a
+    # limit the card does not reach changes nothing.
     t = trace_of(matmul(8192, 8192, 8192))
     g = CAT.get("RTX 4090")
-    assert estimate(t, g, Plan(power_limit_w=350)).step_s > estimate(t, g, Plan()).step_s
+    need = Device(g, load_params()).power_need_w
+    assert 0 < need < (g.tdp_w or 0)
+    assert estimate(t, g, Plan(power_limit_w=0.6 * need)).step_s > estimate(t, g, Plan()).step_s
+    assert estimate(t, g, Plan(power_limit_w=need * 1.5)).step_s <= estimate(t, g, Plan()).step_s * (1 + 1e-9)
 
 
 def test_split_sums_to_step_time() -> None:

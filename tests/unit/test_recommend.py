@@ -181,10 +181,10 @@ def test_power_budget_limits_the_count_and_the_power_limit_slows() -> None:
     cards = [card("rtx-4090", "x", street=1500, tdp=450)]
     rec = run(cards, max_gpus=8, max_power_w=1000)
     assert {c.gpus for c in rec.configs} == {1, 2}
-    capped = run(cards, max_gpus=1, power_limit_w=300)
+    capped = run(cards, max_gpus=1, power_limit_w=150)
     stock = run(cards, max_gpus=1)
     assert capped.rows[0].speed < stock.rows[0].speed
-    assert capped.rows[0].watts == 300 and any("power-capped at 300 W" in r for r in capped.rows[0].reasons)
+    assert capped.rows[0].watts == 150 and any("power-capped at 150 W" in r for r in capped.rows[0].reasons)
     assert "Dettmers" in capped.assumptions["power"]
 
 

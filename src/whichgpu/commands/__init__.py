@@ -6,10 +6,11 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from whichgpu.commands import analyze, estimate, fit, gpus, models, recommend, validate
+    from whichgpu.commands import analyze, engines, estimate, fit, gpus, models, recommend, validate
 
     app.add_typer(gpus.app, name="gpus")
     models.register(app)
+    engines.register(app)
     analyze.register(app)
     estimate.register(app)
     fit.register(app)

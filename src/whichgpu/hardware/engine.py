@@ -202,7 +202,7 @@ class Engines:
         return iter(self.engines.values())
 
 
-def _user_dirs(explicit: str | None) -> tuple[str, ...]:
+def user_engine_dirs(explicit: str | None) -> tuple[str, ...]:
     raw = explicit if explicit is not None else os.environ.get(ENV_VAR, "")
     return tuple(d for d in raw.split(os.pathsep) if d)
 
@@ -232,6 +232,6 @@ def load_engines(user_dirs: tuple[str, ...] = ()) -> Engines:
 def get_engine(name: str = DEFAULT_ENGINE, engines_dir: str | None = None) -> Engine:
     """The engine profile `name` (an id, name or alias)."""
     try:
-        return load_engines(_user_dirs(engines_dir)).get(name)
+        return load_engines(user_engine_dirs(engines_dir)).get(name)
     except UnknownNameError:
         raise

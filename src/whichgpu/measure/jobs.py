@@ -31,7 +31,7 @@ setups, which these follow):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.catalog import Catalog
@@ -65,6 +65,9 @@ _SOURCE_GPUS: dict[str, dict[str, str]] = {
 }
 _QUANT_SUFFIX = re.compile(r"\s+(F16|F32|BF16|Q\d_[A-Z0-9_]+)$", re.IGNORECASE)
 _TORCH_VERSION = re.compile(r"torch (\d+)\.(\d+)")
+# "includes ~1343 MB the doc measures for CUDA kernels/context": the source's own measurement of
+# the CUDA context of its stack (CUDA before lazy module loading loads every kernel at start).
+_CONTEXT = re.compile(r"includes ~(\d+) MB[^;]*?context", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class Job:
     gen: int = 0  # LLM rows: generated tokens
     layer_split: int = 1  # llama.cpp: layers split over this many GPUs (run one after another)
     per_gpu: int = 1  # the measurement is per GPU of a group this large (divide the group's figure)
-    notes: tuple[str, ...] = field(default=())
+    cuda_context_bytes: float | None = None  # the CUDA context the source measured, when it says
 
     @property
     def direction(self) -> str:
@@ -268,11 +271,10 @@ def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:
         # TensorRT-LLM's FP8 builds also store the KV cache in FP8 (--fp8_kv_cache; row notes).
         options.append(("kv_dtype", kv))
     power = m.setting("power_limit_w")
-    accum = int(m.setting("grad_accum") or 1)
+    accum = _int(m, "settings grad_accum", m.setting("grad_accum"), 1) or 1
     plan = Plan(gpus=1, engine=engine, grad_accum=accum,
                 power_limit_w=float(power) if power else None)
     measured = _measured(m, kind)
-    notes: list[str] = []
     if kind in ("decode", "prefill", "ttft", "serve") or (kind == "fits" and entry.causal_lm):
         if not entry.causal_lm:
             raise InputError(f"{m.metric} applies to causal LMs; {entry.title} is not one")
@@ -284,8 +286,8 @@ def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:
             raise InputError(f"{m.metric} needs the number of generated tokens (gen_tokens)")
         spec = WorkloadSpec(model=entry.id, task="infer", batch_size=b, precision=prec, options=tuple(options))
         per_gpu = tp if kind == "serve" and (m.unit.lower().endswith("/gpu") or _source_key(m) == "tensorrt-llm") else 1
-        return Job(m, kind, spec, gpu, plan, engine, m.unit, measured, prompt, gen, layer_split, per_gpu,
-                   tuple(notes))
+        return Job(m, kind, spec, gpu, plan, engine, m.unit, measured, prompt=prompt, gen=gen,
+                   layer_split=layer_split, per_gpu=per_gpu)
     if kind == "weights":
         spec = WorkloadSpec(model=entry.id, task="infer", batch_size=1, precision=prec, phase="decode", context=1)
         return Job(m, kind, spec, gpu, plan, engine, m.unit, measured)
@@ -300,7 +302,9 @@ def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:
     spec = WorkloadSpec(model=entry.id, task=task, batch_size=b, seq_len=seq, image_size=img, precision=prec,
                         optimizer=_optimizer(optimizer), checkpointing=ckpt if task == "train" else "none",
                         options=tuple(options))
-    return Job(m, kind, spec, gpu, plan, engine, m.unit, measured, notes=tuple(notes))
+    ctx = _CONTEXT.search(m.notes)
+    return Job(m, kind, spec, gpu, plan, engine, m.unit, measured,
+               cuda_context_bytes=float(ctx.group(1)) * 1024**2 if ctx and kind == "memory" else None)
 
 
 def _optimizer(name: str | None) -> str | None:

@@ -20,10 +20,11 @@ through the GPUs as a pipeline, (m + N - 1) stage times for m micro-batches over
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from whichgpu.errors import InputError
+from whichgpu.hardware.engine import Engine
 from whichgpu.measure.jobs import Job
 from whichgpu.perf.estimate import StepEstimate, estimate
 from whichgpu.units import GiB, MiB
@@ -49,28 +50,32 @@ def _pipeline(total_s: float, stages: int, micro: int) -> float:
     return total_s * (micro + stages - 1) / (stages * micro)
 
 
-def predict(job: Job, trace_of: TraceOf, params: object = None) -> Prediction:
+def predict(job: Job, trace_of: TraceOf, params: object = None,
+            engines: Mapping[str, Engine] | None = None) -> Prediction:
+    """The row's quantity; `params` and `engines` (id -> profile) override the packaged ones
+    (the fit script tries candidate values this way)."""
     k = job.kind
+    eng = engines.get(job.engine) if engines else None
     if k == "step":
         tr = trace_of(job.spec)
-        est = estimate(tr, job.gpu, job.plan, params, top=0)  # type: ignore[arg-type]
+        est = estimate(tr, job.gpu, job.plan, params, top=0, engine=eng)  # type: ignore[arg-type]
         if job.unit == "tokens/s":
             if not tr.tokens:
                 raise InputError(f"{tr.model} does not count tokens; the row asks for tokens/s")
             return Prediction(est.tokens_per_s, est.step_s, est.bound, {})
         return Prediction(est.samples_per_s, est.step_s, est.bound, {})
     if k in ("prefill", "ttft"):
-        est, tr = _prefill(job, trace_of, params)
+        est, tr = _prefill(job, trace_of, params, eng)
         t = _pipeline(est.step_s, job.layer_split, max(1, math.ceil(job.prompt / LLAMA_CPP_UBATCH)))
         if k == "ttft":
             return Prediction(t * 1e3, t, est.bound, {})
         return Prediction(tr.tokens / t, t, est.bound, {})
     if k == "decode":
-        est, tr = _decode(job, trace_of, params)
+        est, tr = _decode(job, trace_of, params, eng)
         return Prediction(tr.tokens / est.step_s, est.step_s, est.bound, {})
     if k == "serve":
-        pre, _ = _prefill(job, trace_of, params)
-        dec, _ = _decode(job, trace_of, params)
+        pre, _ = _prefill(job, trace_of, params, eng)
+        dec, _ = _decode(job, trace_of, params, eng)
         total = pre.step_s + (job.gen - 1) * dec.step_s
         b = job.spec.batch_size or 1
         return Prediction(b * job.gen / total / job.per_gpu, total, dec.bound,
@@ -82,7 +87,10 @@ def predict(job: Job, trace_of: TraceOf, params: object = None) -> Prediction:
         if spec.task == "infer" and job.prompt + job.gen > 0:
             spec = replace(spec, phase="decode", context=job.prompt + job.gen)
         tr = trace_of(spec)
-        mem = memory_estimate(tr, job.gpu, MemoryPlan(grad_accum=job.plan.grad_accum))
+        mplan = MemoryPlan(grad_accum=job.plan.grad_accum)
+        if job.cuda_context_bytes is not None:
+            mplan = replace(mplan, cuda_context_bytes=job.cuda_context_bytes)
+        mem = memory_estimate(tr, job.gpu, mplan)
         if k == "fits":
             return Prediction(1.0 if mem.fits else 0.0, 0.0, "", {"total_bytes": mem.total_bytes,
                                                                   "capacity_bytes": mem.capacity_bytes})
@@ -96,12 +104,12 @@ def predict(job: Job, trace_of: TraceOf, params: object = None) -> Prediction:
     raise InputError(f"unknown prediction kind {k!r}")
 
 
-def _prefill(job: Job, trace_of: TraceOf, params: object) -> tuple[StepEstimate, Trace]:
+def _prefill(job: Job, trace_of: TraceOf, params: object, eng: Engine | None) -> tuple[StepEstimate, Trace]:
     tr = trace_of(replace(job.spec, phase="prefill", seq_len=job.prompt))
-    return estimate(tr, job.gpu, job.plan, params, top=0), tr  # type: ignore[arg-type]
+    return estimate(tr, job.gpu, job.plan, params, top=0, engine=eng), tr  # type: ignore[arg-type]
 
 
-def _decode(job: Job, trace_of: TraceOf, params: object) -> tuple[StepEstimate, Trace]:
+def _decode(job: Job, trace_of: TraceOf, params: object, eng: Engine | None) -> tuple[StepEstimate, Trace]:
     ctx = max(1, job.prompt + job.gen // 2)
     tr = trace_of(replace(job.spec, phase="decode", context=ctx))
-    return estimate(tr, job.gpu, job.plan, params, top=0), tr  # type: ignore[arg-type]
+    return estimate(tr, job.gpu, job.plan, params, top=0, engine=eng), tr  # type: ignore[arg-type]

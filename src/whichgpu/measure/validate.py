@@ -245,13 +245,29 @@ def run(rows: Iterable[Measurement], catalog: Catalog, params: Any = None,
             ape = signed = None
             if job.measured is not None and job.kind != "fits":
                 ape, signed = _errors(p.value, job.measured, job.direction)
-            extra.update(bound=p.bound, gpu_id=job.gpu.id, step_s=p.step_s, kind=job.kind, **p.details)
+            extra.update(bound=p.bound, gpu_id=job.gpu.id, step_s=p.step_s, kind=job.kind, **p.details,
+                         band_kind=BAND_KINDS.get(job.kind, job.spec.task), family=_family(job.spec.model),
+                         architecture=job.gpu.architecture, policy=job.spec.precision, policy_task=job.spec.task)
             results.append(RowResult(i, "ok", p.value, job.measured, ape, "", engine=job.engine, signed_pct=signed,
                                      excluded=excl.get(m.row_id, "") if ape is not None else "", extra=extra, **base))
         except (WhichGPUError, ValueError) as e:
             results.append(RowResult(i, "unmodelled", None, _maybe_float(m.value), None, str(e), extra=extra,
                                      **base))
     return Validation(results, summarize(results))
+
+
+# A row's kind of step, as the error bands classify it (perf/bands.py).
+BAND_KINDS = {"prefill": "prefill", "ttft": "prefill", "decode": "decode", "serve": "serve", "memory": "memory",
+              "weights": "weights", "fits": "fits"}
+
+
+def _family(model: str) -> str:
+    from whichgpu.workload.zoo import get_entry
+
+    try:
+        return get_entry(model).family
+    except WhichGPUError:
+        return "other"
 
 
 def _maybe_float(s: str) -> float | None:

@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from whichgpu.hardware.engine import DEFAULT_ENGINE
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.allowances import workspace
 from whichgpu.memory.inference import inference
 from whichgpu.memory.lines import ZERO, MemoryLine, gb, precision_of
 from whichgpu.memory.plan import MemoryPlan
 from whichgpu.memory.training import training
+from whichgpu.perf.bands import Band, load_bands, workload_family
 from whichgpu.units import GB, GiB
 from whichgpu.workload.trace import Trace
 
@@ -76,6 +78,27 @@ class MemoryEstimate:
     trainable_params: int
     assumptions: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    band: Band | None = None  # error band of the memory model on measured rows (perf/bands.py)
+    outside: tuple[str, ...] = ()  # why the configuration lies outside the validated ground
+
+    @property
+    def allocated_peak_bytes(self) -> float:
+        """What torch.cuda.max_memory_allocated() reports: tensors only (the caching allocator's
+        reserve and the CUDA context are not counted)."""
+        return self.total_bytes - self.fragmentation.bytes - self.cuda_context.bytes
+
+    @property
+    def reserved_bytes(self) -> float:
+        """What torch.cuda.max_memory_reserved() reports: allocated plus the allocator's cache."""
+        return self.total_bytes - self.cuda_context.bytes
+
+    @property
+    def nvidia_smi_bytes(self) -> float:
+        """What nvidia-smi (NVML "used") shows for the process: reserved plus the CUDA context."""
+        return self.total_bytes
+
+    def likely_bytes(self) -> tuple[float, float] | None:
+        return self.band.time_range(self.nvidia_smi_bytes) if self.band else None
 
     @property
     def fits(self) -> bool:
@@ -108,7 +131,24 @@ class MemoryEstimate:
             "host_bytes": self.host_bytes, "peak_phase": self.peak_phase, "peak_module": self.peak_module,
             "activation_peak_bytes": self.activation_peak_bytes,
             "assumptions": dict(self.assumptions), "notes": list(self.notes),
+            "as_reported": {"torch_max_memory_allocated_bytes": self.allocated_peak_bytes,
+                            "torch_max_memory_reserved_bytes": self.reserved_bytes,
+                            "nvidia_smi_used_bytes": self.nvidia_smi_bytes},
+            "validated": not self.outside, "outside_validated": list(self.outside),
+            **({"error_band": {**self.band.to_dict(), "nvidia_smi_used_bytes": list(self.band.time_range(
+                self.nvidia_smi_bytes)), "description": self.band.describe()}} if self.band else {}),
         }
+
+
+def memory_confidence(trace: Trace, gpu: GpuSpec) -> tuple[Band | None, tuple[str, ...]]:
+    """The memory model's error band for this class of workload and GPU, and why the
+    configuration lies outside the validated ground (perf/bands.py)."""
+    bands = load_bands()
+    if not bands.bands:
+        return None, ()
+    family = workload_family(trace.model_meta)
+    return (bands.lookup(DEFAULT_ENGINE, "memory", family, gpu.architecture),
+            bands.outside(DEFAULT_ENGINE, trace.precision, trace.task, family, gpu.architecture))
 
 
 def capacity_bytes(gpu: GpuSpec) -> float:
@@ -153,7 +193,9 @@ def memory_estimate(trace: Trace, gpu: GpuSpec, plan: MemoryPlan | None = None) 
                                "FP32 master weights, FP32 gradient copy and FP32 states for the 16-bit parameters"
                                if plan.master_weights else "none (torch.optim on the 16-bit parameters)"),
         })
+    band, outside = memory_confidence(trace, gpu)
     return MemoryEstimate(
+        band=band, outside=outside,
         model=trace.model, task=trace.task, phase=trace.phase, batch_size=trace.batch_size, seq_len=trace.seq_len,
         image_size=trace.image_size, context=trace.context, precision=trace.precision, optimizer=trace.optimizer,
         gpu_id=gpu.id, gpu_name=gpu.name, plan=plan, total_bytes=total, capacity_bytes=cap, peak_phase=peak_phase,

@@ -1,11 +1,22 @@
 """What a GPU offers a kernel: peak rate per compute dtype (with fallbacks), achievable ceilings,
-bandwidth, L2, SM count. Derived from a catalog GpuSpec and the fitted parameters."""
+bandwidth, L2, SM count. Derived from a catalog GpuSpec and the fitted parameters.
+
+Sustained clock under the power budget. Running the tensor cores at the rated clock takes about
+need = w(family) x (dense FP16 tensor TFLOP/s) watts, w fitted per die family (Volta, Turing,
+GA100, GA10x, Ada, Hopper: hardware/process.toml). A card whose budget (TDP, or a power limit) is below that runs slower
+clocks, clock ~ (budget / need)^a with a = 0.325 (below); otherwise datacenter parts run their
+rated (maximum) boost and consumer/workstation cards up to `consumer_clock` above their rated
+(typical) boost. Compute rates follow the clock; DRAM bandwidth does not. Measured matmul
+ceilings are efficiencies of short benchmarks (50 warm-up and 100 timed iterations): sustained
+work runs at the sustained clock, so the clock scales them too.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from whichgpu.hardware.process import process_of
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.perf.params import PerfParams
 
@@ -63,12 +74,27 @@ class Device:
         self.mem_half_bytes = self.bw * p.mem_ramp_us * 1e-6
         self.l2 = (s.l2_cache_mb or 0.0) * 1e6
         self.sms = s.sm_count or DEFAULT_SMS
-        self.power_scale = 1.0
-        if self.power_limit_w is not None and s.tdp_w:
-            self.power_scale = min(1.0, (self.power_limit_w / s.tdp_w) ** POWER_EXPONENT)
-        # Consumer and workstation cards sustain clocks above their rated boost clock.
-        self.clock_scale = p.consumer_clock if s.segment in BOOSTED_SEGMENTS and s.vendor == "NVIDIA" else 1.0
-        self.compute_scale = self.power_scale * self.clock_scale
+        headroom = p.consumer_clock if s.segment in BOOSTED_SEGMENTS and s.vendor == "NVIDIA" else 1.0
+        proc = process_of(s.chip)
+        self.node = proc.family if proc else ""
+        w = float(getattr(p, f"w_per_tflops_{self.node}", 0.0)) if self.node else 0.0
+        # The tensor load of the precisions frameworks run (FP16/BF16 with FP32 accumulation: half
+        # the FP16-accumulate rate on GeForce cards, which also draws about half the power).
+        tensor = max((x for x in (s.peak("fp16"), s.peak("bf16")) if x), default=0.0)
+        self.power_need_w = w * tensor
+        budget = self.power_limit_w if self.power_limit_w is not None else s.tdp_w
+        if self.power_need_w > 0 and budget and s.tdp_w:
+            at_budget = (budget / self.power_need_w) ** POWER_EXPONENT
+            at_tdp = (s.tdp_w / self.power_need_w) ** POWER_EXPONENT
+            self.clock_scale = min(headroom, at_budget)
+            self.power_scale = min(1.0, at_budget) / min(1.0, at_tdp)  # what a limit below TDP costs
+        else:
+            # No power model for this die: a power limit scales compute as Dettmers measured.
+            self.power_scale = 1.0
+            if self.power_limit_w is not None and s.tdp_w:
+                self.power_scale = min(1.0, (self.power_limit_w / s.tdp_w) ** POWER_EXPONENT)
+            self.clock_scale = headroom * self.power_scale
+        self.compute_scale = self.clock_scale
         self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.compute_scale
 
     def rate(self, dtype: str) -> Rate:

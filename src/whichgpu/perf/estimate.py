@@ -22,6 +22,7 @@ from typing import Any
 from whichgpu.hardware.engine import Engine, get_engine
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memo import IdentityMemo
+from whichgpu.perf.bands import Band, load_bands, step_kind, workload_family
 from whichgpu.perf.comm import allreduce, collective_time, group_link
 from whichgpu.perf.device import Device
 from whichgpu.perf.fusion import fuse
@@ -80,6 +81,30 @@ class StepEstimate:
     top_ops: list[OpEstimate]
     assumptions: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    band: Band | None = None  # error band of this class of workload (perf/bands.py)
+    outside: tuple[str, ...] = ()  # why the configuration lies outside the validated ground
+
+    @property
+    def validated(self) -> bool:
+        return not self.outside
+
+    def likely_step_s(self) -> tuple[float, float] | None:
+        return self.band.time_range(self.step_s) if self.band else None
+
+    def likely(self, throughput: float) -> tuple[float, float] | None:
+        """Likely range of a throughput derived from this step (samples/s, tokens/s)."""
+        return self.band.throughput_range(throughput) if self.band else None
+
+    def confidence(self) -> dict[str, Any]:
+        """The error band and the validated-ground flag, for JSON."""
+        d: dict[str, Any] = {"validated": self.validated, "outside_validated": list(self.outside)}
+        if self.band is not None:
+            lo, hi = self.band.time_range(self.step_s)
+            d["error_band"] = {**self.band.to_dict(), "step_s": [lo, hi],
+                               "samples_per_s": list(self.band.throughput_range(self.samples_per_s)),
+                               "tokens_per_s": list(self.band.throughput_range(self.tokens_per_s)),
+                               "description": self.band.describe()}
+        return d
 
     @property
     def split(self) -> dict[str, float]:
@@ -88,7 +113,10 @@ class StepEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("band", None)
+        d.pop("outside", None)
         d["split"] = self.split
+        d.update(self.confidence())
         return d
 
 
@@ -186,18 +214,21 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
         if eng.fp16_accumulate and o.dtype == "fp16" and o.category in ("matmul", "conv"):
             path = "fp16acc16"
         tc, eff, used = matmul_time(o.flops, mm, path, dev, factor, o.sparse, o.category == "rnn")
+        if used == "fp32" and "k3s1" in o.tags:
+            tc /= p.winograd_speedup  # cuDNN's FP32 3x3 convolutions: Winograd, fewer multiplies
     else:
         tc = vector_time(o.flops, dev)
     tm = memory_time(o.bytes_read + o.bytes_written, dev)
     if "wq" in o.tags:
         tm /= eng.quantized_bandwidth  # dequantising weight-only GEMM
     lat = o.kernels * latency_s
-    if (o.category == "conv" and "nchw" in o.tags and used != "fp32" and eng.conv_layout == "as-traced"
-            and p.nchw_transpose_passes > 0):
+    passes = p.nchw_bwd_passes if o.phase == "backward" else p.nchw_transpose_passes
+    if o.category == "conv" and "nchw" in o.tags and used != "fp32" and eng.conv_layout == "as-traced" and passes > 0:
         # Tensor-core convolutions run in NHWC: with NCHW activations cuDNN transposes the
         # input and output (and their gradients) around the kernel, in extra kernels that do
-        # not overlap with the convolution.
-        tr = memory_time(p.nchw_transpose_passes * (o.bytes_read + o.bytes_written), dev)
+        # not overlap with the convolution. Forward kernels read NCHW natively more often than
+        # the weight- and data-gradient kernels do: each direction has its own share.
+        tr = memory_time(passes * (o.bytes_read + o.bytes_written), dev)
         lat += 2 * latency_s
         return max(tc, tm) + tr + lat, tc, tm + tr, lat, ("compute" if tc >= tm + tr else "memory"), used, eff
     if overlap == "sum":
@@ -370,9 +401,12 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         "efficiency_source": f"params.toml ({fit_meta.get('source', '')})",
         "memory_bandwidth": f"{spec.memory_bandwidth_gbps:g} GB/s x {dev.mem_ceiling:.2f} ceiling "
                             f"({'HBM' if dev.hbm else 'GDDR'})",
-        "clock": (f"sustained compute clock x{dev.clock_scale:.2f} of the rated boost ({spec.segment} card)"
-                  if dev.clock_scale != 1.0 else "rated boost clock"),
-        "power_limit": f"{plan.power_limit_w:g} W (compute x{dev.power_scale:.3f})" if plan.power_limit_w else "stock",
+        "clock": (f"sustained compute clock x{dev.clock_scale:.2f} of the rated boost"
+                  + (f" (tensor work needs ~{dev.power_need_w:.0f} W at the rated clock on {dev.node}; "
+                     f"budget {plan.power_limit_w or spec.tdp_w:g} W)" if dev.power_need_w else "")
+                  if abs(dev.clock_scale - 1.0) > 1e-9 else "rated boost clock"),
+        "power_limit": (f"{plan.power_limit_w:g} W (clock x{dev.clock_scale:.3f}, measured ceilings x{dev.power_scale:.3f})"
+                        if plan.power_limit_w else "stock"),
         "gradient_accumulation": f"{accum} micro-batches per optimizer step" if accum > 1 else "none",
     }
     tp = int(trace.model_meta.get("tp") or 1)
@@ -381,7 +415,12 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         assumptions["tensor_parallel"] = (f"{tp} GPUs (one rank traced; Megatron split), all-reduce per attention and "
                                           f"MLP output over {link} ({bw / 1e9:.0f} GB/s bus, "
                                           f"{params.tp_collective_us:g} us per collective)")
+    bands = load_bands()
+    family = workload_family(trace.model_meta)
+    band = bands.lookup(eng.id, step_kind(trace.task, trace.phase), family, spec.architecture) if bands.bands else None
+    outside = bands.outside(eng.id, trace.precision, trace.task, family, spec.architecture) if bands.bands else ()
     return StepEstimate(
+        band=band, outside=outside,
         gpu_id=spec.id, gpu_name=spec.name, gpus=plan.gpus, step_s=step, compute_s=compute_s, memory_s=memory_s,
         overhead_s=overhead, comm_s=comm_exposed, gpu_busy_s=gpu_busy, cpu_s=cpu_s, comm_total_s=comm_total,
         samples_per_s=samples, tokens_per_s=tokens, mfu=mfu, mfu_peak_dtype=peak_rate.dtype,

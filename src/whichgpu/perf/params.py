@@ -34,7 +34,15 @@ class PerfParams:
     kernel_latency_us: float = 3.0
     graph_kernel_us: float = 1.5
     nchw_transpose_passes: float = 2.0
+    nchw_bwd_passes: float = 2.0
+    winograd_speedup: float = 1.5
     consumer_clock: float = 1.0
+    w_per_tflops_volta: float = 0.0
+    w_per_tflops_turing: float = 0.0
+    w_per_tflops_ga100: float = 0.0
+    w_per_tflops_ga10x: float = 0.0
+    w_per_tflops_ada: float = 0.0
+    w_per_tflops_hopper: float = 0.0
     ddp_overlap: float = 0.8
     dp_jitter: float = 0.03
     nccl_efficiency: float = 0.80

@@ -60,6 +60,28 @@ class Config:
         return None if self.watts is None else self.gpus * self.watts
 
     @property
+    def band(self) -> tuple[float, float] | None:
+        """(p10, p90) of ln(predicted / measured) for the workloads' classes: the widest of the
+        runs' bands (perf/bands.py), None without bands."""
+        bands = [r.est.band for r in self.runs if r.est.band is not None]
+        if not bands:
+            return None
+        return min(b.p10 for b in bands), max(b.p90 for b in bands)
+
+    def likely_speed(self) -> tuple[float, float] | None:
+        b = self.band
+        return None if b is None else (self.speed * math.exp(-b[1]), self.speed * math.exp(-b[0]))
+
+    @property
+    def outside(self) -> tuple[str, ...]:
+        """Why the configuration lies outside the validated ground (empty: inside)."""
+        seen: dict[str, None] = {}
+        for r in self.runs:
+            for why in r.est.outside:
+                seen.setdefault(why, None)
+        return tuple(seen)
+
+    @property
     def memory_gb(self) -> float:
         return self.gpu.memory_gb
 

@@ -9,8 +9,9 @@ from whichgpu.perf.sharding import LABELS
 from whichgpu.recommend.evaluate import Run
 from whichgpu.units import GB
 
-POWER_SOURCE = (f"throughput ~ (limit / TDP)^{POWER_EXPONENT:.3f}, from Tim Dettmers' measurement of an RTX 2080 Ti: about 7% "
-                "slower at 200 W than at its 250 W limit (perf/device.py)")
+POWER_SOURCE = (f"compute clock ~ (limit / power the tensor work needs at the rated clock)^{POWER_EXPONENT:.3f}, the "
+                "exponent from Tim Dettmers' measurement of an RTX 2080 Ti: about 7% slower at 200 W than at its "
+                "250 W limit; the need per die family is fitted (perf/device.py)")
 
 
 def _pct(x: float, total: float) -> str:
@@ -74,7 +75,10 @@ def precision_text(run: Run) -> str:
 def power_text(gpu: GpuSpec, limit_w: float | None) -> str:
     if not limit_w or gpu.tdp_w is None or limit_w >= gpu.tdp_w:
         return ""
-    scale = (limit_w / gpu.tdp_w) ** POWER_EXPONENT
+    from whichgpu.perf.device import Device
+    from whichgpu.perf.params import load_params
+
+    scale = Device(gpu, load_params(), power_limit_w=limit_w).power_scale
     return f"power-capped at {limit_w:g} W of {gpu.tdp_w:g}: compute x{scale:.2f}"
 
 

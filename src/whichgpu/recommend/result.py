@@ -96,6 +96,7 @@ def run_dict(r: Run) -> dict[str, Any]:
         "memory_bytes": lay.need_bytes, "capacity_bytes": lay.capacity_bytes,
         "throughput": r.throughput, "unit": r.workload.unit, "samples_per_s": r.samples_per_s,
         "tokens_per_s": r.tokens_per_s, "step_s": e.step_s, "bound": e.bound, "mfu": e.mfu, "split": e.split,
+        **e.confidence(),
     }
     if r.prefill is not None:
         d["serving"] = {"time_to_first_token_s": r.prefill.step_s, "prefill_bound": r.prefill.bound,
@@ -114,6 +115,8 @@ def config_dict(c: Config, req: Request, rank: int, mem: MemoryEstimate | None) 
         "break_even_months": (c.break_even_h / req.cost.hours_per_month) if c.break_even_h else None,
         "job_hours": c.job_h, "job_usd": c.job_usd, "job_kwh": c.job_kwh, "within_budget": c.within_budget,
         "reason": "; ".join(c.reasons), "reasons": list(c.reasons), "runs": [run_dict(r) for r in c.runs],
+        "validated": not c.outside, "outside_validated": list(c.outside),
+        "likely_speed": list(rng) if (rng := c.likely_speed()) is not None else None,
     }
     if mem is not None:
         d["memory"] = mem.to_dict()

@@ -22,6 +22,7 @@ from whichgpu.memory.estimate import (
     USABLE_FRACTION,
     MemoryEstimate,
     capacity_bytes,
+    memory_confidence,
     memory_estimate,
 )
 from whichgpu.memory.lines import MemoryLine, gb
@@ -78,7 +79,9 @@ class Tracer:
             return e
         cap = capacity_bytes(gpu)
         ws_bytes, ws_text = workspace(gpu, trace)  # (the same bytes: that is the cache key)
+        band, outside = memory_confidence(trace, gpu)
         return replace(e, gpu_id=gpu.id, gpu_name=gpu.name, capacity_bytes=cap, workspace=MemoryLine(ws_bytes, ws_text),
+                       band=band, outside=outside,
                        assumptions={**e.assumptions, "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} "
                                     f"usable = {gb(cap)}"})
 

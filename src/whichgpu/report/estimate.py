@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from whichgpu.perf.estimate import StepEstimate
 from whichgpu.perf.plan import Plan
 from whichgpu.report.console import console
-from whichgpu.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+from whichgpu.units import fmt_bytes, fmt_flops, fmt_rate, fmt_si, fmt_time
 from whichgpu.workload.trace import Trace
 
 
@@ -51,7 +52,8 @@ def estimate_document(results: list[dict[str, Any]], plan: Plan, explain: bool) 
             p: StepEstimate = r["prefill"]
             d["serving"] = {"time_to_first_token_s": p.step_s, "prefill_bound": p.bound,
                             "decode_step_s": e.step_s, "decode_tokens_per_s": e.tokens_per_s,
-                            "decode_bound": e.bound, "context": t.context, "batch": t.batch_size}
+                            "decode_bound": e.bound, "context": t.context, "batch": t.batch_size,
+                            "prefill_confidence": p.confidence()}
         if explain:
             d["explain"] = {"bandwidth_ratio_samples_per_s": bw_ratio.get(r["gpu"].id)}
         m = r.get("memory")
@@ -82,6 +84,7 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
     cols = ["GPU", "precision", "step", "samples/s"] + (["tokens/s"] if t0.tokens and not serving else [])
     if serving:
         cols = ["GPU", "precision", "time to 1st token", "decode tok/s", "decode step", "decode bound"]
+    cols.insert(4 if serving else (5 if t0.tokens else 4), "likely (p10-p90)")
     cols += ["MFU", "bound", "compute", "memory", "overhead", "comm", "GPU memory"]
     if explain:
         cols += ["BW-ratio est."]
@@ -93,14 +96,17 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
         s = e.step_s or 1.0
         split = [f"{100 * e.compute_s / s:.0f}%", f"{100 * e.memory_s / s:.0f}%", f"{100 * e.overhead_s / s:.0f}%",
                  f"{100 * e.comm_s / s:.0f}%"]
+        flag = "" if e.validated else " [yellow]*[/]"
         if serving:
             p: StepEstimate = r["prefill"]
-            row = [r["gpu"].name, r["precision"], fmt_time(p.step_s), fmt_rate(e.tokens_per_s, "tok/s"),
-                   fmt_time(e.step_s), e.bound]
+            row = [escape(r["gpu"].name) + flag, r["precision"], fmt_time(p.step_s), fmt_rate(e.tokens_per_s, "tok/s"),
+                   _likely(e, e.tokens_per_s, "tok/s"), fmt_time(e.step_s), e.bound]
         else:
-            row = [r["gpu"].name, r["precision"], fmt_time(e.step_s), fmt_rate(e.samples_per_s, "/s")]
+            row = [escape(r["gpu"].name) + flag, r["precision"], fmt_time(e.step_s), fmt_rate(e.samples_per_s, "/s")]
             if t0.tokens:
                 row.append(fmt_rate(e.tokens_per_s, "tok/s"))
+            main = e.tokens_per_s if t0.tokens else e.samples_per_s
+            row.append(_likely(e, main, "tok/s" if t0.tokens else "/s"))
         m = r.get("memory")
         mem = "-" if m is None else (f"{m.total_bytes / 1e9:.1f}/{m.capacity_bytes / 1e9:.0f} GB"
                                      + ("" if m.fits else " [red]DOES NOT FIT[/]"))
@@ -120,7 +126,15 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
                        f"{100 * o.efficiency:.0f}%" if o.efficiency else "-")
         console.print(ot)
     a = results[0]["est"].assumptions
-    console.print("[bold]assumptions[/]: " + "; ".join(f"{k}: {v}" for k, v in a.items()), soft_wrap=True)
+    console.print("[bold]assumptions[/]: " + escape("; ".join(f"{k}: {v}" for k, v in a.items())), soft_wrap=True)
+    bands = {r["est"].band.describe() for r in results if r["est"].band is not None}
+    if bands:
+        console.print("likely: the range holding 80% of the true values, from the " + escape("; ".join(sorted(bands))),
+                      soft_wrap=True)
+    flagged = {f"{r['gpu'].name}: {', '.join(r['est'].outside)}" for r in results if r["est"].outside}
+    for why in sorted(flagged)[:8]:
+        console.print(f"[yellow]* outside the validated ground[/] ({escape(why)}): the band comes from other classes "
+                      "of workload; treat the number as a rough guide", soft_wrap=True)
     reasons = {f"{r['gpu'].id}: {r['precision']} ({r['precision_reason']})" for r in results if r["precision_reason"] != "as requested"}
     if reasons and len(reasons) <= 6:
         console.print("precision: " + "; ".join(sorted(reasons)), soft_wrap=True)
@@ -145,3 +159,10 @@ def print_estimates(results: list[dict[str, Any]], plan: Plan, explain: bool, to
             console.print(f"  {g.name}: ridge point {peak * 1e12 / (g.memory_bandwidth_gbps * 1e9):.0f} FLOP/byte "
                           f"({pk} {peak:g} TFLOP/s / {g.memory_bandwidth_gbps:g} GB/s); workload intensity "
                           f"{r['trace'].total_flops() / max(r['trace'].total_bytes(), 1):.0f} FLOP/byte", soft_wrap=True)
+
+
+def _likely(e: StepEstimate, value: float, unit: str) -> str:
+    rng = e.likely(value)
+    if rng is None or value <= 0:
+        return "-"
+    return f"{fmt_si(rng[0])}-{fmt_si(rng[1])} {unit}"

@@ -146,8 +146,8 @@ def memory_chart(mem: MemoryEstimate) -> str:
 
 def _table(rec: Recommendation) -> str:
     mode = rec.request.cost.mode
-    head = ["#", "GPU", "GPUs", "precision", rec.unit, "$/hour", "work per $", "price", "break-even h", "GB used",
-            "why"]
+    head = ["#", "GPU", "GPUs", "precision", rec.unit, "likely (p10-p90)", "$/hour", "work per $", "price",
+            "break-even h", "GB used", "why"]
     out = ['<table class="sortable" id="ranking"><thead><tr>']
     out += [f'<th class="{"l" if h in ("GPU", "precision", "why") else ""}">{_e(h)}</th>' for h in head]
     out.append("</tr></thead><tbody>")
@@ -155,8 +155,11 @@ def _table(rec: Recommendation) -> str:
         q = c.prices.rent if mode == "rent" else c.prices.buy
         price = "no price" if q.usd is None else fmt_usd(q.usd) + ("/h" if mode == "rent" else "")
         need = max(r.layout.need_bytes for r in c.runs)
-        cells = [(i, str(i)), (None, c.gpu.name), (c.gpus, str(c.gpus)),
+        rng = c.likely_speed()
+        gpu = c.gpu.name + (" * outside the validated ground: " + "; ".join(c.outside) if c.outside else "")
+        cells = [(i, str(i)), (None, gpu), (c.gpus, str(c.gpus)),
                  (None, "/".join(sorted({r.precision for r in c.runs}))), (c.speed, _fmt(c.speed)),
+                 (rng[0] if rng else None, f"{_fmt(rng[0])}-{_fmt(rng[1])}" if rng else "-"),
                  (c.usd_per_hour, fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-"),
                  (c.value, _fmt(c.value) if c.value is not None else "no price"),
                  (q.usd, price + (f' <span class="stale">* {_e(q.date)}</span>' if q.stale else "")),
@@ -165,9 +168,9 @@ def _table(rec: Recommendation) -> str:
         cls = ' class="over"' if c.within_budget is False else ""
         out.append(f"<tr{cls}>")
         for j, (v, text) in enumerate(cells):
-            left = ' class="l"' if j in (1, 3, 10) else ""
+            left = ' class="l"' if j in (1, 3, 11) else ""
             data = f' data-v="{v}"' if isinstance(v, (int, float)) else ""
-            out.append(f"<td{left}{data}>{text if j == 7 else _e(text)}</td>")
+            out.append(f"<td{left}{data}>{text if j == 8 else _e(text)}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)
@@ -199,7 +202,10 @@ def render(rec: Recommendation) -> str:
         parts.append(f"<h2>Memory per GPU on {_e(rec.rows[0].gpu.name)}</h2><figure>{memory_chart(m)}<figcaption>"
                      f"Peak {m.total_bytes / GB:.2f} GB per GPU in {_e(m.peak_phase)}"
                      f" ({_e(m.plan.sharding)} over {m.plan.gpus} GPU(s)).</figcaption></figure>")
-    parts.append(f"<h2>Ranking ({len(rec.rows)} GPUs run it)</h2>{_table(rec)}")
+    parts.append(f"<h2>Ranking ({len(rec.rows)} GPUs run it)</h2>{_table(rec)}"
+                 '<p class="sub">likely: the range holding 80% of the true values (p10-p90 of the scored errors '
+                 "of the workload's class on the GPU's architecture, <code>whichgpu validate</code>); * outside the "
+                 "validated ground: no validation rows for that architecture, engine, precision or model family.</p>")
     if rec.rejected:
         parts.append(f"<h2>Cannot run this job or left out ({len(rec.rejected)})</h2><table><thead><tr>"
                      '<th class="l">GPU</th><th>GB</th><th class="l">why</th></tr></thead><tbody>')

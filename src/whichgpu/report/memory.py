@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
@@ -83,6 +84,16 @@ def print_fit(r: FitReport, meta: dict[str, Any]) -> None:
             s.add_row(x.change, x.how, _gb(x.total_bytes), _gb(x.saves_bytes),
                       "[green]yes[/]" if x.fits else "no", x.note)
         console.print(s)
+    console.print(f"as tools report it: torch.cuda.max_memory_allocated ~{_gb(e.allocated_peak_bytes)} GB, "
+                  f"max_memory_reserved ~{_gb(e.reserved_bytes)} GB, nvidia-smi ~{_gb(e.nvidia_smi_bytes)} GB "
+                  "(reserved + CUDA context)", soft_wrap=True, highlight=False)
+    rng = e.likely_bytes()
+    if rng is not None and e.band is not None:
+        console.print(f"likely {_gb(rng[0])}-{_gb(rng[1])} GB as nvidia-smi shows it ({escape(e.band.describe())})",
+                      soft_wrap=True, highlight=False)
+    if e.outside:
+        console.print("[yellow]outside the validated ground[/]: " + escape("; ".join(e.outside))
+                      + " (the band comes from other classes of workload)", soft_wrap=True)
     for k, v in e.assumptions.items():
         console.print(f"assumption {k}: {v}", soft_wrap=True, highlight=False)
     for n in e.notes:

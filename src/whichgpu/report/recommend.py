@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from whichgpu.recommend.rank import Config
@@ -58,7 +59,7 @@ def print_recommendation(rec: Recommendation, top: int) -> None:
     unit = rec.unit.split("/")[0] if rec.unit != "x best" else "work"
     t = Table(title=f"ranked by {req.objective}: each GPU's best configuration ({len(rec.rows)} GPUs run it; "
               f"showing {min(top, len(rec.rows))})")
-    cols = ["#", "GPU", "n", "precision", _speed_unit(rec), "$/hour" + (" (rent)" if mode == "rent" else ""),
+    cols = ["#", "GPU", "n", "precision", _speed_unit(rec), "likely", "$/hour" + (" (rent)" if mode == "rent" else ""),
             f"{unit}/$", "price" + (" per GPU-hour" if mode == "rent" else " per card")]
     if req.job.given:
         cols += ["job time", "job $"]
@@ -70,8 +71,11 @@ def print_recommendation(rec: Recommendation, top: int) -> None:
                      overflow="fold" if col == "why" else "ellipsis", no_wrap=col != "why",
                      max_width=70 if col == "why" else None)
     for i, c in enumerate(rec.rows[:top], start=1):
-        row = [str(i), c.gpu.name, str(c.gpus), "/".join(sorted({r.precision for r in c.runs})),
-               fmt_si(c.speed), fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
+        rng = c.likely_speed()
+        row = [str(i), escape(c.gpu.name) + ("" if not c.outside else " [yellow]*[/]"), str(c.gpus),
+               "/".join(sorted({r.precision for r in c.runs})), fmt_si(c.speed),
+               f"{fmt_si(rng[0])}-{fmt_si(rng[1])}" if rng else "-",
+               fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
                fmt_si(c.value) if c.value is not None else "no price", _price(c, mode)]
         if req.job.given:
             row += [fmt_time(c.job_h * 3600) if c.job_h is not None else "-",
@@ -82,6 +86,13 @@ def print_recommendation(rec: Recommendation, top: int) -> None:
         style = "dim" if c.within_budget is False else None
         t.add_row(*row, style=style)
     console.print(t)
+    console.print("likely: p10-p90 of the scored errors of the workload's class on each GPU's architecture "
+                  "(whichgpu validate)", soft_wrap=True)
+    flagged = sorted({f"{c.gpu.name}: {'; '.join(c.outside)}" for c in rec.rows[:top] if c.outside})
+    if flagged:
+        console.print("[yellow]*[/] outside the validated ground (no validation rows for it; the band is borrowed "
+                      "from other classes): " + escape(" | ".join(flagged[:6])) + (" ..." if len(flagged) > 6 else ""),
+                      soft_wrap=True)
     for p in rec.picks:
         console.print(f"[bold]{p.title}[/]: {p.text}", soft_wrap=True)
     if rec.rejected:

@@ -187,7 +187,10 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
             tags = (*tags, "wq")  # a weight-only quantised GEMM: dequantises its weights as it reads them
         if category in _MM_CATS and ins:
             src = ins[min(cost.matmul_dtype_from or 0, len(ins) - 1)]
-            dtype = self._compute_dtype(src.dtype, category, bool(weight_idx))
+            # FP8 inference runs FP8 GEMMs on the weights stored in FP8; a weight kept in 16 bits
+            # (the LM head) multiplies in 16 bits. Training casts every weight per GEMM.
+            fp8_weight = bool(weight_idx) and (not s.precision.weight_bits or quantized_read)
+            dtype = self._compute_dtype(src.dtype, category, fp8_weight)
             if dtype == "fp8" and category == "matmul":
                 # FP8 GEMM reads 1-byte operands; the casts to FP8 are separate kernels.
                 rd, extra = self._fp8_operands(ins, rd)

@@ -253,12 +253,24 @@ def _layout(x: Any) -> tuple[str, ...]:
     return ("nhwc",) if x.is_contiguous(memory_format=torch.channels_last) and x.shape[1] > 1 else ("nchw",)
 
 
+def _winograd(ws: Shape, stride: Any, groups: int, transposed: bool) -> tuple[str, ...]:
+    """3x3 stride-1 dense convolutions: cuDNN can run them as Winograd transforms, which do
+    fewer multiplications than the direct FLOP count (F(2x2, 3x3): 2.25x fewer; Lavin & Gray,
+    'Fast Algorithms for Convolutional Neural Networks', CVPR 2016). Tagged here; the
+    performance model decides where cuDNN uses them."""
+    strides = tuple(int(s) for s in stride) if isinstance(stride, (list, tuple)) else (int(stride),)
+    if len(ws) == 4 and tuple(ws[2:]) == (3, 3) and all(s == 1 for s in strides) and groups == 1 and not transposed:
+        return ("k3s1",)
+    return ()
+
+
 @register("aten.convolution", "aten._convolution")
 def _conv(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     x, w, transposed, groups = _conv_args(args)
     xs, ws, os_ = _shape(x), _shape(w), _shape(out)
     return Cost(conv_flops(xs, ws, os_, transposed), "conv",
-                mm=conv_gemm(xs, ws, os_, groups, transposed), matmul_dtype_from=0, tags=_layout(x))
+                mm=conv_gemm(xs, ws, os_, groups, transposed), matmul_dtype_from=0,
+                tags=(*_layout(x), *_winograd(ws, args[3], groups, transposed)))
 
 
 @register("aten.convolution_backward")
@@ -274,7 +286,8 @@ def _conv_bwd(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
         flops += numel(gs)
     g = conv_gemm(xs, ws, gs, groups, transposed)
     kernels = float(max(1, int(bool(mask[0])) + int(bool(mask[1]))) + (1 if len(mask) > 2 and mask[2] else 0))
-    return Cost(flops, "conv", mm=g, kernels=kernels, matmul_dtype_from=1, tags=("wgrad+dgrad", *_layout(x)))
+    return Cost(flops, "conv", mm=g, kernels=kernels, matmul_dtype_from=1,
+                tags=("wgrad+dgrad", *_layout(x), *_winograd(ws, args[4], groups, transposed)))
 
 
 def _attn_dims(q: Any, k: Any, v: Any) -> tuple[int, int, int, int, int, int]:

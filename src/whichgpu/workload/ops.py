@@ -75,12 +75,21 @@ def _kind(q: Tensor, mask: Tensor | None) -> str:
     return "mem-efficient"
 
 
+def _gemm_view(b: int, h: int, sq: int, sk: int, d: int, k: Tensor) -> tuple[int, int, int, int]:
+    """The GEMM shape a fused kernel tiles: with GQA/MQA the query heads sharing a K/V head are
+    stacked into the M dimension (FlashAttention-2, FlashDecoding, TensorRT-LLM XQA), so a decode
+    step (one query) is not a GEMM with M = 1 per head."""
+    kv = int(k.shape[-3]) if k.dim() >= 3 else h
+    rep = h // kv if kv and h % kv == 0 else 1
+    return (b * (h // rep), sq * rep, sk, d)
+
+
 @register("whichgpu.attention")
 def _attention_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     q, k, v, mask, causal = args[0], args[1], args[2], args[3], bool(args[4])
     b, h, sq, sk, d, dv = _dims(q, k, v)
     tags = (_kind(q, mask),) + (("causal",) if causal else ())
-    return Cost(sdpa_flops(b, h, sq, sk, d, dv, causal), "attention", mm=(b * h, sq, sk, d),
+    return Cost(sdpa_flops(b, h, sq, sk, d, dv, causal), "attention", mm=_gemm_view(b, h, sq, sk, d, k),
                 matmul_dtype_from=0, tags=tags)
 
 
@@ -91,7 +100,7 @@ def _attention_backward_cost(args: Sequence[Any], kwargs: dict[str, Any], out: A
     tags = (_kind(q, mask),) + (("causal",) if causal else ())
     # FlashAttention-2 backward: a preprocess kernel (dO.O row sums), the main kernel, and a dQ
     # conversion kernel.
-    return Cost(sdpa_backward_flops(b, h, sq, sk, d, dv, causal), "attention", mm=(b * h, sq, sk, d),
+    return Cost(sdpa_backward_flops(b, h, sq, sk, d, dv, causal), "attention", mm=_gemm_view(b, h, sq, sk, d, k),
                 kernels=3, matmul_dtype_from=1, tags=tags)
 
 
