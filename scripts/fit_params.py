@@ -88,8 +88,8 @@ ENGINE_FITTED: dict[str, tuple[float, float]] = {
     "pytorch.step_host_ms_infer": (0.0, 10.0),
     "torch-compile-graphs.step_host_ms_infer": (0.0, 3.0),
     "gpt-fast.quantized_bandwidth": (0.3, 1.0),
-    "tensorrt-llm.host_op_us": (0.5, 10.0),
-    "tensorrt-llm.step_host_ms_infer": (0.0, 3.0),
+    "tensorrt-llm-0.6.host_op_us": (0.5, 10.0),
+    "tensorrt-llm-0.6.step_host_ms_infer": (0.0, 3.0),
     "llama.cpp.host_op_us": (0.5, 15.0),
     "llama.cpp.step_host_ms_infer": (0.0, 5.0),
     "llama.cpp.quantized_bandwidth": (0.3, 1.0),
@@ -105,6 +105,8 @@ TIES: dict[str, str] = {
     "vllm.step_host_ms_infer": "torch-compile-graphs.step_host_ms_infer",
     "xla.step_host_ms_train": "pytorch.step_host_ms_train",
     "xla.step_host_ms_infer": "pytorch.step_host_ms_infer",
+    "tensorrt-llm.host_op_us": "tensorrt-llm-0.6.host_op_us",
+    "tensorrt-llm.step_host_ms_infer": "tensorrt-llm-0.6.step_host_ms_infer",
 }
 P90_WEIGHT = 1.0
 # The CI bounds (median, p90 absolute percentage error as fractions) the fit must stay inside,

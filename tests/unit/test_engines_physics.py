@@ -184,3 +184,22 @@ def test_fp8_kv_cache_halves_the_cache_traffic_of_decode() -> None:
 
     g = CAT.get("h100-sxm5-80gb")
     assert memory_estimate(fp8, g).kv_cache.bytes == pytest.approx(memory_estimate(full, g).kv_cache.bytes / 2)
+
+
+@needs_torch
+def test_decode_attention_without_grouped_kv_reads_the_cache_once_per_query_head() -> None:
+    """Llama-2-70B: 64 query heads share 8 K/V heads (groups of 8). TensorRT-LLM 0.6 ran decode
+    attention per query head, so its cache traffic is 8x that of a grouped (XQA) kernel."""
+    from whichgpu.workload.api import get_trace
+    from whichgpu.workload.spec import WorkloadSpec
+
+    t = get_trace(WorkloadSpec(model="llama-2-70b", task="infer", batch_size=64, precision="fp16", phase="decode",
+                               context=2048))
+    h100 = CAT.get("h100-sxm5-80gb")
+
+    def attention_s(engine: str) -> float:
+        e = estimate(t, h100, Plan(engine=engine), top=100)
+        return sum(o.seconds for o in e.top_ops if o.category == "attention")
+
+    grouped, per_head = attention_s("tensorrt-llm"), attention_s("tensorrt-llm-0.6")
+    assert 6.0 < per_head / grouped < 8.5

@@ -68,7 +68,8 @@ def test_rows_map_to_the_engine_gpu_and_layout_the_source_ran(tmp_path: Path) ->
         tmp_path,
         "A,gpt-fast,,,Llama-2-7B,infer,decode,A100-80GB (330W cap),4,4,bf16,1,5,,,200,decode_tokens_per_s,"
         "tokens/s,254,,compile=1;engine=gpt-fast;power_limit_w=330;parallel=tensor,",
-        "B,TensorRT-LLM,,,LLaMA 70B,infer,serve,A100,4,4,FP16,1280,128,,,128,output_tokens_per_s,out tok/s,670,,"
+        "B,TensorRT-LLM,,Peak Throughput: A100 GPUs (FP16) [v0.6.1],LLaMA 70B,infer,serve,A100,4,4,FP16,1280,128,,,128,"
+        "output_tokens_per_s,out tok/s,670,,"
         "compile=1;engine=tensorrt-llm;parallel=tensor,",
         "C,llama.cpp (XiongjieDai),,,LLaMA 3 8B Q4_K_M,infer,decode,3090 24GB,2,,Q4_K_M,1,,,1024,1024,"
         "decode_tokens_per_s,tokens/s,110,,engine=llama.cpp;parallel=layer-split,",
@@ -79,6 +80,7 @@ def test_rows_map_to_the_engine_gpu_and_layout_the_source_ran(tmp_path: Path) ->
     assert a.engine == "gpt-fast" and a.gpu.id == "a100-sxm4-80gb" and a.plan.power_limit_w == 330
     assert dict(a.spec.options) == {"tp": 4, "tp_head": "replicated"}
     assert b.spec.model == "llama-2-70b" and b.per_gpu == 4 and dict(b.spec.options)["tp_head"] == "sharded"
+    assert b.engine == "tensorrt-llm-0.6"  # the release measured, before the XQA generation kernel
     assert c.layer_split == 2 and c.spec.precision == "q4_k_m" and c.engine == "llama.cpp"
     assert dict(c.spec.options) == {"attention": "eager"}  # llama.cpp without -fa
     assert d.engine == "torch-compile" and d.kind == "step"

@@ -58,6 +58,7 @@ _FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool, str]]] = {
         "attention": ((str,), True, "choice:" + "|".join(ATTENTIONS)),
         "fp16_accumulate": ((bool,), True, "bool"),
         "quantized_bandwidth": (_NUM, True, "pos"),
+        "grouped_kv": ((bool,), True, "bool"),
     },
 }
 
@@ -79,6 +80,7 @@ class Engine:
     attention: str
     fp16_accumulate: bool
     quantized_bandwidth: float
+    grouped_kv: bool = True  # decode attention reads each K/V head once for its query group (GQA)
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
@@ -112,6 +114,7 @@ class Engine:
                 "step_host_ms_train": self.step_host_ms_train, "step_host_ms_infer": self.step_host_ms_infer,
                 "fusion": self.fusion, "conv_layout": self.conv_layout, "attention": self.attention,
                 "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
+                "grouped_kv": self.grouped_kv,
                 "sources": dict(self.sources)}
 
 

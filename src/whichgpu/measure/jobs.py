@@ -150,6 +150,8 @@ def map_precision(p: str, task: str) -> str:
 
 def engine_of(m: Measurement) -> str:
     e = m.setting("engine").lower()
+    if e == "tensorrt-llm" and re.search(r"\[v0\.[56]", m.table):
+        return "tensorrt-llm-0.6"  # the releases before the XQA generation kernel
     if e in ("llama.cpp", "tensorrt-llm", "gpt-fast"):
         return e
     if m.setting("compile") == "1":
@@ -266,7 +268,7 @@ def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:
         attention = "eager"  # no fused SDPA before torch 2.0
     if attention and entry.family in ("vit", "decoder", "encoder"):
         options.append(("attention", attention))
-    kv = m.setting("kv_dtype") or ("fp8" if engine == "tensorrt-llm" and prec == "fp8" else "")
+    kv = m.setting("kv_dtype") or ("fp8" if engine.startswith("tensorrt-llm") and prec == "fp8" else "")
     if kv and entry.causal_lm:
         # TensorRT-LLM's FP8 builds also store the KV cache in FP8 (--fp8_kv_cache; row notes).
         options.append(("kv_dtype", kv))

@@ -197,6 +197,7 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
         return body + lat, tc, tm, lat, ("compute" if tc >= tm else "memory"), o.dtype, 0.0
     eff = 0.0
     used = o.dtype
+    kv_reads = 1.0  # decode attention without grouped K/V loads reads the cache once per query head
     if o.category in GEMM_CATEGORIES and o.flops > 0:
         mm = o.mm
         if o.category == "conv" and mm is not None and (mm[2] < 8 or mm[3] < 16):
@@ -210,6 +211,12 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
             body = tc + tm if overlap == "sum" else max(tc, tm)
             return body + lat, tc, tm, lat, ("compute" if tc >= tm else "memory"), o.dtype, 0.0
         factor = {"conv": p.conv_factor, "attention": p.attention_factor}.get(o.category, 1.0)
+        group = next((int(t[4:]) for t in o.tags if t.startswith("gqa=")), 1)
+        if o.category == "attention" and group > 1 and not eng.grouped_kv and mm is not None and mm[1] <= 16 * group:
+            # Decode attention that runs per query head (no grouped K/V loads): each of the
+            # group's heads reads the cache again, in tiles of its own single query row.
+            mm = (mm[0] * group, max(1, mm[1] // group), mm[2], mm[3])
+            kv_reads = float(group)
         path = o.dtype
         if eng.fp16_accumulate and o.dtype == "fp16" and o.category in ("matmul", "conv"):
             path = "fp16acc16"
@@ -218,7 +225,7 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
             tc /= p.winograd_speedup  # cuDNN's FP32 3x3 convolutions: Winograd, fewer multiplies
     else:
         tc = vector_time(o.flops, dev)
-    tm = memory_time(o.bytes_read + o.bytes_written, dev)
+    tm = memory_time(o.bytes_read * kv_reads + o.bytes_written, dev)
     if "wq" in o.tags:
         tm /= eng.quantized_bandwidth  # dequantising weight-only GEMM
     lat = o.kernels * latency_s

@@ -75,6 +75,13 @@ def _kind(q: Tensor, mask: Tensor | None) -> str:
     return "mem-efficient"
 
 
+def _group_tag(h: int, k: Tensor) -> tuple[str, ...]:
+    """gqa=N: N query heads share each K/V head (engines that do not share the K/V reads in
+    decode pay N times the cache traffic: perf/estimate.py)."""
+    kv = int(k.shape[-3]) if k.dim() >= 3 else h
+    return (f"gqa={h // kv}",) if kv and h % kv == 0 and h // kv > 1 else ()
+
+
 def _gemm_view(b: int, h: int, sq: int, sk: int, d: int, k: Tensor) -> tuple[int, int, int, int]:
     """The GEMM shape a fused kernel tiles: with GQA/MQA the query heads sharing a K/V head are
     stacked into the M dimension (FlashAttention-2, FlashDecoding, TensorRT-LLM XQA), so a decode
@@ -90,7 +97,7 @@ def _attention_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Co
     b, h, sq, sk, d, dv = _dims(q, k, v)
     tags = (_kind(q, mask),) + (("causal",) if causal else ())
     return Cost(sdpa_flops(b, h, sq, sk, d, dv, causal), "attention", mm=_gemm_view(b, h, sq, sk, d, k),
-                matmul_dtype_from=0, tags=tags)
+                matmul_dtype_from=0, tags=(*tags, *_group_tag(h, k)))
 
 
 @register("whichgpu.attention_backward")
