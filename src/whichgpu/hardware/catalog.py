@@ -298,6 +298,8 @@ def read_toml(path: Path) -> dict[str, Any]:
             return data
     except tomllib.TOMLDecodeError as e:
         raise CatalogError(str(path), "", f"not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise CatalogError(str(path), "", "not UTF-8 text") from None
     except OSError as e:
         raise CatalogError(str(path), "", f"cannot read: {e.strerror}") from None
 

@@ -21,17 +21,12 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from whichgpu.errors import CatalogError, UnknownNameError
+from whichgpu.hardware.catalog import merge_raw, read_toml
 from whichgpu.hardware.names import NameIndex
 
 ENGINES_DIR = Path(__file__).parent / "engines"
@@ -169,29 +164,6 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
                   aliases=tuple(aliases), sources={str(k): str(v) for k, v in sources.items()}, path=path, **vals)
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            raw: dict[str, Any] = tomllib.load(fh)
-            return raw
-    except tomllib.TOMLDecodeError as e:
-        raise CatalogError(str(path), "", f"not valid TOML ({e})") from None
-    except UnicodeDecodeError:
-        raise CatalogError(str(path), "", "not UTF-8 text") from None
-    except OSError as e:
-        raise CatalogError(str(path), "", f"cannot read ({e.strerror})") from None
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k].update(v)
-        else:
-            out[k] = v
-    return out
-
-
 @dataclass(frozen=True)
 class Engines:
     engines: dict[str, Engine]
@@ -214,17 +186,17 @@ def user_engine_dirs(explicit: str | None) -> tuple[str, ...]:
 def load_engines(user_dirs: tuple[str, ...] = ()) -> Engines:
     raws: dict[str, tuple[str, dict[str, Any]]] = {}
     for p in sorted(ENGINES_DIR.glob("*.toml")):
-        raw = _read(p)
+        raw = read_toml(p)
         raws[str(raw.get("id", p.stem))] = (str(p), raw)
     for d in user_dirs:
         dp = Path(d)
         if not dp.is_dir():
             raise CatalogError(d, "", "engine directory does not exist")
         for p in sorted(dp.glob("*.toml")):
-            raw = _read(p)
+            raw = read_toml(p)
             eid = str(raw.get("id", ""))
             if eid in raws:
-                raws[eid] = (str(p), _merge(raws[eid][1], raw))
+                raws[eid] = (str(p), merge_raw(raws[eid][1], raw))
             else:
                 raws[eid] = (str(p), raw)
     engines = {eid: _from_raw(path, raw) for eid, (path, raw) in raws.items()}

@@ -93,7 +93,7 @@ def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate]
         "layout": "per GPU count: DDP, then ZeRO-2 (= FSDP SHARD_GRAD_OP), then ZeRO-3 (= FSDP FULL_SHARD); when none "
                   "fits, smaller micro-batches with gradient accumulation keep the batch per optimizer step",
         "counts": "GPU counts " + ", ".join(str(n) for n in req.counts()) + "; 8 GPUs per node on the card's "
-                  "scale-up link (NVLink) or PCIe; inference on n GPUs = n replicas (tensor parallelism not modelled)",
+                  "scale-up link (NVLink) or PCIe; inference on n GPUs = n replicas (tensor parallelism is not searched here)",
         "power": (f"power limit {req.power_limit_w:g} W: {POWER_SOURCE}" if req.power_limit_w else
                   "stock power limits; cards draw their TDP while working"),
         "speed": ("throughput of all GPUs together" if len(req.workloads) == 1 else

@@ -111,6 +111,21 @@ def lm_head_logits(head: nn.Module, x: Tensor, a: DecoderArgs) -> Tensor:
     return logits
 
 
+def rotary_decoder_forward(embed: nn.Module, rotary: nn.Module, blocks: nn.ModuleList, norm: nn.Module,
+                           head: nn.Module, a: DecoderArgs, eager: bool, input_ids: Tensor, position_ids: Tensor,
+                           cache: list[tuple[Tensor, Tensor]] | None, cache_pos: Tensor | None,
+                           last_only: bool) -> Tensor:
+    """Embedding, rotary tables, the blocks (each reading its KV cache slot), final norm and LM head."""
+    x = embed(input_ids)
+    cos, sin = rotary(x, position_ids)
+    for i, blk in enumerate(blocks):
+        x = blk(x, cos, sin, cache[i] if cache else None, cache_pos, eager)
+    x = norm(x)
+    if last_only:
+        x = x[:, -1:, :]
+    return lm_head_logits(head, x, a)
+
+
 class Attention(nn.Module):
     def __init__(self, a: DecoderArgs) -> None:
         super().__init__()
@@ -227,14 +242,9 @@ class LlamaLike(nn.Module):
 
     def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
                 cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
-        x = self.model.embed_tokens(input_ids)
-        cos, sin = self.model.rotary_emb(x, position_ids)
-        for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, cache[i] if cache else None, cache_pos, self.eager)
-        x = self.model.norm(x)
-        if last_only:
-            x = x[:, -1:, :]
-        return lm_head_logits(self.lm_head, x, self.a)
+        m = self.model
+        return rotary_decoder_forward(m.embed_tokens, m.rotary_emb, m.layers, m.norm, self.lm_head, self.a, self.eager,
+                                      input_ids, position_ids, cache, cache_pos, last_only)
 
 
 class GPT2Attention(nn.Module):

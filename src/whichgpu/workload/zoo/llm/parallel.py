@@ -19,7 +19,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from whichgpu.workload.zoo.llm.args import DecoderArgs
-from whichgpu.workload.zoo.llm.decoder import Rotary, attend, lm_head_logits, rotate_half, tp_reduce
+from whichgpu.workload.zoo.llm.decoder import (
+    Rotary,
+    attend,
+    lm_head_logits,
+    rotary_decoder_forward,
+    rotate_half,
+    tp_reduce,
+)
 
 Cache = tuple[Tensor, Tensor] | None
 
@@ -235,11 +242,6 @@ class FalconLike(nn.Module):
 
     def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
                 cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
-        x = self.transformer.word_embeddings(input_ids)
-        cos, sin = self.transformer.rotary_emb(x, position_ids)
-        for i, blk in enumerate(self.transformer.h):
-            x = blk(x, cos, sin, cache[i] if cache else None, cache_pos, self.eager)
-        x = self.transformer.ln_f(x)
-        if last_only:
-            x = x[:, -1:, :]
-        return lm_head_logits(self.lm_head, x, self.a)
+        t = self.transformer
+        return rotary_decoder_forward(t.word_embeddings, t.rotary_emb, t.h, t.ln_f, self.lm_head, self.a, self.eager,
+                                      input_ids, position_ids, cache, cache_pos, last_only)
