@@ -4,14 +4,10 @@ budget costs tensor work per process node, not per card."""
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from whichgpu.hardware.catalog import read_toml
 
 PROCESS_FILE = Path(__file__).with_name("process.toml")
 
@@ -26,8 +22,7 @@ class Process:
 
 @functools.lru_cache(maxsize=1)
 def _table() -> tuple[Process, ...]:
-    with open(PROCESS_FILE, "rb") as fh:
-        raw = tomllib.load(fh)
+    raw = read_toml(PROCESS_FILE)
     return tuple(Process(str(c["prefix"]), str(c["family"]), str(c["process"]), str(c["source"]))
                  for c in raw.get("chip", []))
 

@@ -18,7 +18,6 @@ the reason. A row that cannot be modelled is reported with the reason, never dro
 from __future__ import annotations
 
 import math
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,17 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from whichgpu.errors import InputError, WhichGPUError
-from whichgpu.hardware.catalog import Catalog
+from whichgpu.hardware.catalog import Catalog, read_toml
 from whichgpu.measure.corpus import Measurement, read_measurements
 from whichgpu.measure.jobs import METRICS, row_job
 from whichgpu.measure.predict import predict
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import Trace
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 EXCLUSIONS_FILE = Path(__file__).with_name("exclusions.toml")
 
@@ -89,8 +83,7 @@ def load_exclusions(path: Path | None = None) -> dict[str, str]:
     p = path or EXCLUSIONS_FILE
     if not p.is_file():
         return {}
-    with open(p, "rb") as fh:
-        raw = tomllib.load(fh)
+    raw = read_toml(p)
     return {str(e["row_id"]): str(e["reason"]) for e in raw.get("exclude", [])}
 
 

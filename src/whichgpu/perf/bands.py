@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from whichgpu.hardware.catalog import read_toml
 
 BANDS_FILE = Path(__file__).with_name("bands.toml")
 ANY = "*"
@@ -129,8 +125,7 @@ def load_bands(path: Path | None = None) -> Bands:
     p = path or BANDS_FILE
     if not p.is_file():  # before scripts/error_bands.py first ran: no bands, no verdict
         return Bands({}, Ground(frozenset(), frozenset(), frozenset(), frozenset()), "")
-    with open(p, "rb") as fh:
-        raw = tomllib.load(fh)
+    raw = read_toml(p)
     bands: dict[tuple[str, str, str, str], Band] = {}
     for b in raw.get("band", []):
         band = Band(float(b["p10"]), float(b["p90"]), int(b["rows"]), str(b["engine"]), str(b["kind"]),

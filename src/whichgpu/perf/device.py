@@ -94,8 +94,7 @@ class Device:
             if self.power_limit_w is not None and s.tdp_w:
                 self.power_scale = min(1.0, (self.power_limit_w / s.tdp_w) ** POWER_EXPONENT)
             self.clock_scale = headroom * self.power_scale
-        self.compute_scale = self.clock_scale
-        self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.compute_scale
+        self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.clock_scale
 
     def rate(self, dtype: str) -> Rate:
         r = self._rates.get(dtype)
@@ -130,9 +129,9 @@ class Device:
             if dt == "tf32":
                 ceiling *= p.tf32_factor
                 src += f" x tf32_factor {p.tf32_factor:.2f}"
-            return Rate(peak * 1e12 * self.compute_scale, dt, ceiling, src, note)
+            return Rate(peak * 1e12 * self.clock_scale, dt, ceiling, src, note)
         peak = s.peak("fp32") or 1.0
-        return Rate(peak * 1e12 * self.compute_scale, "fp32", p.fp32_ceiling, "fitted fp32_ceiling",
+        return Rate(peak * 1e12 * self.clock_scale, "fp32", p.fp32_ceiling, "fitted fp32_ceiling",
                     f"no known peak for {dtype} on {s.name}; FP32 rate used")
 
     def _ceiling(self, dt: str) -> tuple[float, str]:

@@ -75,19 +75,24 @@ def _kind(q: Tensor, mask: Tensor | None) -> str:
     return "mem-efficient"
 
 
+def _kv_group(h: int, k: Tensor) -> int:
+    """Query heads per K/V head (1 without GQA/MQA)."""
+    kv = int(k.shape[-3]) if k.dim() >= 3 else h
+    return h // kv if kv and h % kv == 0 else 1
+
+
 def _group_tag(h: int, k: Tensor) -> tuple[str, ...]:
     """gqa=N: N query heads share each K/V head (engines that do not share the K/V reads in
     decode pay N times the cache traffic: perf/estimate.py)."""
-    kv = int(k.shape[-3]) if k.dim() >= 3 else h
-    return (f"gqa={h // kv}",) if kv and h % kv == 0 and h // kv > 1 else ()
+    rep = _kv_group(h, k)
+    return (f"gqa={rep}",) if rep > 1 else ()
 
 
 def _gemm_view(b: int, h: int, sq: int, sk: int, d: int, k: Tensor) -> tuple[int, int, int, int]:
     """The GEMM shape a fused kernel tiles: with GQA/MQA the query heads sharing a K/V head are
     stacked into the M dimension (FlashAttention-2, FlashDecoding, TensorRT-LLM XQA), so a decode
     step (one query) is not a GEMM with M = 1 per head."""
-    kv = int(k.shape[-3]) if k.dim() >= 3 else h
-    rep = h // kv if kv and h % kv == 0 else 1
+    rep = _kv_group(h, k)
     return (b * (h // rep), sq * rep, sk, d)
 
 
