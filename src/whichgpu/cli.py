@@ -21,7 +21,9 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except WhichGPUError as e:
-            typer.echo(f"error: {e}", err=True)
+            from whichgpu.report.flags import flag_message
+
+            typer.echo(f"error: {flag_message(e)}", err=True)
             raise typer.Exit(e.exit_code) from None
 
 

@@ -17,10 +17,26 @@ class WhichGPUError(Exception):
     exit_code = 2
 
 
-class UnknownNameError(WhichGPUError):
+class InputError(WhichGPUError):
+    """A bad value or combination (negative batch, impossible plan, ...), in the library's terms.
+
+    ``field`` names the library field at fault (a Plan or WorkloadSpec field, e.g. "dp"); the CLI
+    maps it to its flag (report/flags.py FLAGS) when it prints the message.
+    """
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotModelledError(InputError):
+    """A valid request the models do not cover yet (e.g. pipeline parallelism before the planner)."""
+
+
+class UnknownNameError(InputError):
     """A GPU, model, optimizer, ... name that matches nothing."""
 
-    def __init__(self, kind: str, name: str, candidates: Iterable[str], hint: str = "") -> None:
+    def __init__(self, kind: str, name: str, candidates: Iterable[str], hint: str = "", field: str = "") -> None:
         cands = sorted(set(candidates))
         close = difflib.get_close_matches(name, cands, n=3, cutoff=0.5)
         if not close:
@@ -32,7 +48,7 @@ class UnknownNameError(WhichGPUError):
             tail = "valid: " + ", ".join(cands)
         else:
             tail = f"see {hint}" if hint else f"{len(cands)} known"
-        super().__init__(f"unknown {kind} {name!r}; {tail}")
+        super().__init__(f"unknown {kind} {name!r}; {tail}", field=field)
         self.kind = kind
         self.name = name
         self.suggestions = close
@@ -55,10 +71,6 @@ class CatalogError(WhichGPUError):
         super().__init__(f"{where}: {problem}")
         self.path = path
         self.field = field
-
-
-class InputError(WhichGPUError):
-    """A bad flag value or combination (negative batch, impossible plan, ...)."""
 
 
 class CaptureError(WhichGPUError):

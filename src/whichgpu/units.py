@@ -6,6 +6,8 @@ Conventions: memory sizes in the catalog are vendor GB (1e9 bytes); bandwidths i
 
 from __future__ import annotations
 
+import functools
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -17,63 +19,35 @@ US = 1e-6
 MS = 1e-3
 
 
-def fmt_bytes(n: float) -> str:
-    """Decimal units, as vendors and nvidia-smi's GB columns do (1 GB = 1e9 bytes)."""
-    a = abs(n)
-    if a >= TB:
-        return f"{n / TB:.2f} TB"
-    if a >= GB:
-        return f"{n / GB:.2f} GB"
-    if a >= MB:
-        return f"{n / MB:.1f} MB"
-    if a >= KB:
-        return f"{n / KB:.1f} kB"
-    return f"{n:.0f} B"
+# A scale: (the least magnitude it applies to, the divisor, the format of the divided value).
+# The first that applies wins; the last is for everything smaller (and NaN).
+_Scale = tuple[float, float, str]
+
+BYTE_SCALES: tuple[_Scale, ...] = (  # decimal, as vendors and nvidia-smi's GB columns (1 GB = 1e9 B)
+    (TB, TB, "{:.2f} TB"), (GB, GB, "{:.2f} GB"), (MB, MB, "{:.1f} MB"), (KB, KB, "{:.1f} kB"), (0, 1, "{:.0f} B"))
+TIME_SCALES: tuple[_Scale, ...] = (
+    (86400, 86400, "{:.1f} d"), (3600, 3600, "{:.1f} h"), (60, 60, "{:.1f} min"), (1, 1, "{:.2f} s"),
+    (MS, MS, "{:.2f} ms"), (0, US, "{:.1f} us"))
+FLOP_SCALES: tuple[_Scale, ...] = (
+    (1e18, 1e18, "{:.2f} EFLOP"), (1e15, 1e15, "{:.2f} PFLOP"), (1e12, 1e12, "{:.2f} TFLOP"),
+    (1e9, 1e9, "{:.2f} GFLOP"), (1e6, 1e6, "{:.2f} MFLOP"), (0, 1, "{:.0f} FLOP"))
+COUNT_SCALES: tuple[_Scale, ...] = (
+    (1e12, 1e12, "{:.2f}T"), (1e9, 1e9, "{:.2f}B"), (1e6, 1e6, "{:.2f}M"), (1e3, 1e3, "{:.2f}k"), (0, 1, "{:.0f}"))
+SI_SCALES: tuple[_Scale, ...] = (  # 1.23G, 4.56M, 12.3k, 456, 1.23
+    (1e9, 1e9, "{:.2f}G"), (1e6, 1e6, "{:.2f}M"), (1e4, 1e3, "{:.1f}k"), (100, 1, "{:,.0f}"), (0, 1, "{:.3g}"))
 
 
-def fmt_time(s: float) -> str:
-    a = abs(s)
-    if a >= 3600 * 24:
-        return f"{s / 86400:.1f} d"
-    if a >= 3600:
-        return f"{s / 3600:.1f} h"
-    if a >= 60:
-        return f"{s / 60:.1f} min"
-    if a >= 1:
-        return f"{s:.2f} s"
-    if a >= MS:
-        return f"{s / MS:.2f} ms"
-    return f"{s / US:.1f} us"
+def fmt_scaled(x: float, scales: tuple[_Scale, ...]) -> str:
+    """x in the first of `scales` whose least magnitude |x| reaches."""
+    _, div, spec = next((s for s in scales if abs(x) >= s[0]), scales[-1])
+    return spec.format(x / div)
 
 
-def fmt_flops(f: float) -> str:
-    a = abs(f)
-    for unit, scale in (("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
-        if a >= scale:
-            return f"{f / scale:.2f} {unit}"
-    return f"{f:.0f} FLOP"
-
-
-def fmt_count(n: float) -> str:
-    a = abs(n)
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if a >= scale:
-            return f"{n / scale:.2f}{unit}"
-    return f"{n:.0f}"
-
-
-def fmt_si(x: float) -> str:
-    """A plain number with an SI suffix: 1.23G, 4.56M, 12.3k, 456, 1.23."""
-    a = abs(x)
-    if a >= 1e9:
-        return f"{x / 1e9:.2f}G"
-    if a >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if a >= 1e4:
-        return f"{x / 1e3:.1f}k"
-    if a >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
+fmt_bytes = functools.partial(fmt_scaled, scales=BYTE_SCALES)
+fmt_time = functools.partial(fmt_scaled, scales=TIME_SCALES)
+fmt_flops = functools.partial(fmt_scaled, scales=FLOP_SCALES)
+fmt_count = functools.partial(fmt_scaled, scales=COUNT_SCALES)
+fmt_si = functools.partial(fmt_scaled, scales=SI_SCALES)
 
 
 def fmt_rate(x: float, unit: str) -> str:

@@ -91,22 +91,22 @@ def test_every_preset_runs_what_the_doc_says(preset: str) -> None:
     p = next(x for x in PRESETS if x.name == preset)
     assert doc["preset"] == preset and doc["objective"] == p.objective
     assert [(w["model"], w["task"], w["batch_size"]) for w in doc["workloads"]] == \
-        [(w.model, w.task, w.batch_size) for w in p.workloads]
+        [(w.spec.model, w.spec.task, w.spec.batch_size) for w in p.workloads]
     assert doc["request"]["min_memory_gb"] == p.min_memory_gb and doc["request"]["max_gpus"] == p.max_gpus
     assert doc["rows"], doc["cannot_run"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--max-power-w", "50"], "--max-power-w 50: no GPU draws that little"),
-    (["--budget", "-1"], "--budget must be a positive number"),
-    (["--min-memory-gb", "1000"], "--min-memory-gb 1000: no GPU has that much"),
+    (["--max-power-w", "50"], "--max-power-w: no GPU draws 50 W or less"),
+    (["--budget", "-1"], "--budget: the budget must be a positive number"),
+    (["--min-memory-gb", "1000"], "--min-memory-gb: no GPU has 1000 GB of memory"),
     (["--use-case", "gaming"], "unknown use case 'gaming'"),
     (["--price", "rtx-4090=cheap"], "expected NAME=USD"),
     (["--prices", "nope.xlsx"], "a prices file must be .toml or .csv"),
-    (["--objective", "cost-per-job"], "needs the job"),
+    (["--objective", "cost-per-job"], "--job-tokens: the cost-per-job objective needs the job's size"),
     (["--use-case", "kaggle", "--batch-size", "4"], "--batch-size describe a MODEL's workload"),
     (["gpt2", "--use-case", "kaggle"], "give a MODEL or --use-case, not both"),
-    (["gpt2", "--job-epochs", "2"], "--job-epochs needs --dataset-size"),
+    (["gpt2", "--job-epochs", "2"], "--dataset-size: a job in epochs needs the dataset size"),
     (["gpt2", "--gpu", "rtx-9999"], "unknown GPU"),
 ])
 def test_bad_input_is_a_one_line_error(args: list[str], message: str) -> None:

@@ -86,12 +86,12 @@ def test_estimate_compile_is_not_slower() -> None:
     (("estimate", "gpt2", "--gpu", "rtx 9090"), "unknown GPU"),
     (("estimate", "gpt3-xxl", "--gpu", "t4"), "unknown model"),
     (("estimate", "gpt2", "--gpu", "t4", "-b", "-2"), "batch size must be > 0"),
-    (("estimate", "gpt2", "--gpu", "t4", "--gpus", "0"), "--gpus must be >= 1"),
-    (("estimate", "gpt2", "--gpu", "t4", "--network", "carrier-pigeon"), "unknown --network"),
+    (("estimate", "gpt2", "--gpu", "t4", "--gpus", "0"), "--gpus: data-parallel degree must be a whole number >= 1"),
+    (("estimate", "gpt2", "--gpu", "t4", "--system", "carrier-pigeon"), "unknown system"),
     (("estimate", "gpt2", "--gpu", "t4", "--precision", "fp9"), "unknown precision"),
     (("estimate", "gpt2", "--gpu", "t4", "--task", "infer", "--precision", "int4", "--checkpointing", "full"), "applies to training"),
     (("analyze", "gpt2", "--task", "train", "--precision", "int8"), "weight-only"),
-    (("analyze", "resnet50-v1.5", "--seq-len", "128"), "takes images"),
+    (("analyze", "resnet50-v1.5", "--seq-len", "128"), "--seq-len: ResNet-50 v1.5 takes images"),
     (("analyze", "gpt2", "--phase", "decode"), "applies to inference"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from whichgpu.hardware.catalog import load_catalog
-from whichgpu.perf import Plan, estimate
+from whichgpu.parallel.plan import Plan
+from whichgpu.perf import estimate
 from whichgpu.perf.bands import ANY, BANDS_FILE, load_bands
+from whichgpu.workload.shape import ModelShape
 from whichgpu.workload.trace import Op, Trace
 
 CAT = load_catalog()
@@ -74,7 +76,7 @@ def test_the_packaged_bands_flag_a_configuration_outside_the_validated_ground() 
               precision="fp4", optimizer="none", sparsity="none", samples=1, tokens=0, params=0,
               trainable_params=0, param_bytes=0, buffer_bytes=0, input_bytes=0,
               ops=[Op("aten.mm", "matmul", "forward", "", "fp4", 2e12, 1e9, 1e9, mm=(1, 8192, 8192, 8192))],
-              model_meta={"arch": "decoder"})
+              shape=ModelShape(arch="decoder"))
     e = estimate(t, CAT.get("b200"), Plan(engine="vllm"))
     assert not e.validated and any("blackwell" in r for r in e.outside)
     assert e.band is not None and e.likely(e.samples_per_s) is not None

@@ -280,6 +280,22 @@ def test_factory_works_and_counts(tmp_path: Path) -> None:
     assert fwd == 2 * 8 * 16 * 32 + 2 * 8 * 32 * 2
 
 
+def test_training_a_frozen_factory_model_blames_the_task(tmp_path: Path) -> None:
+    from whichgpu.errors import InputError
+
+    f = tmp_path / "m.py"
+    f.write_text(textwrap.dedent("""
+        import torch
+        def make():
+            m = torch.nn.Linear(4, 4)
+            m.requires_grad_(False)
+            return m, [(2, 4)]
+    """))
+    with pytest.raises(InputError, match="no trainable parameters") as e:
+        _trace(f"{f}:make")
+    assert e.value.field == "task" and "--" not in str(e.value)  # the CLI prints "--task: ..."
+
+
 def test_missing_factory_function(tmp_path: Path) -> None:
     from whichgpu.errors import CaptureError
 

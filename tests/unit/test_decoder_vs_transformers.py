@@ -106,7 +106,7 @@ def test_module_names_equal_transformers(family: str) -> None:
 
 @pytest.mark.parametrize(("config", "params"), [
     # transformers' GPTJForCausalLM / FalconForCausalLM built on meta from the packaged configs;
-    # the arithmetic by shapes is in whichgpu/workload/zoo/entries_llm.py.
+    # the arithmetic by shapes is in whichgpu/workload/zoo/entries/decoders.toml.
     ("gpt-j-6b", 6_050_882_784),
     ("falcon-180b", 178_557_088_768),
 ])

@@ -13,8 +13,10 @@ from tests.conftest import needs_torch
 from whichgpu.errors import CatalogError, UnknownNameError
 from whichgpu.hardware.catalog import load_catalog
 from whichgpu.hardware.engine import get_engine, load_engines
-from whichgpu.perf import Plan, estimate
-from whichgpu.perf.comm import collective_time
+from whichgpu.hardware.system import default_system
+from whichgpu.parallel.comm import collective_time
+from whichgpu.parallel.plan import Plan
+from whichgpu.perf import estimate
 from whichgpu.perf.device import Device
 from whichgpu.perf.estimate import _prepared
 from whichgpu.perf.params import load_params
@@ -80,7 +82,7 @@ def test_a_power_limit_never_speeds_a_step_up() -> None:
 
 def test_small_all_reduce_is_latency_bound_and_large_is_bandwidth_bound() -> None:
     p = load_params()
-    a100 = CAT.get("a100-sxm4-80gb")
+    a100 = default_system(CAT.get("a100-sxm4-80gb"))  # DGX A100: NVLink 3 through NVSwitch
     small = collective_time("all_reduce", 16_384, 8, a100, p)
     assert small == pytest.approx(p.tp_collective_us * 1e-6, rel=0.01)
     # 1 GB over 8 GPUs: ring moves 2 x 7/8 of it over NVLink at 300 GB/s x NCCL efficiency

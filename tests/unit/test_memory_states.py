@@ -9,7 +9,7 @@ import pytest
 
 from whichgpu.hardware.catalog import load_catalog
 from whichgpu.hardware.spec import GpuSpec
-from whichgpu.memory import MemoryPlan, memory_estimate
+from whichgpu.memory import memory_estimate
 from whichgpu.memory.states import (
     EIGHT_BIT_STATE_BYTES,
     OptimizerInfo,
@@ -19,7 +19,9 @@ from whichgpu.memory.states import (
     parse_optimizer,
 )
 from whichgpu.memory.weights import kv_cache_bytes, linear_params
+from whichgpu.parallel.plan import Plan
 from whichgpu.workload.precision import get_precision
+from whichgpu.workload.shape import ModelShape
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import Trace
 
@@ -133,9 +135,9 @@ def test_llama2_7b_weights_exact(precision: str, elem: int, h100: GpuSpec) -> No
 
 def test_llama2_7b_linear_params() -> None:
     # per layer: q, k, v, o 4 x 4096^2 = 67,108,864; gate/up/down 3 x 4096 x 11008 = 135,266,304
-    meta = {"family": "llama", "hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 32, "head_dim": 128,
-            "intermediate": 11008}
-    assert linear_params(meta) == 32 * (67_108_864 + 135_266_304) == 6_476_005_376
+    shape = ModelShape(family="llama", hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128,
+                       intermediate=11008)
+    assert linear_params(shape) == 32 * (67_108_864 + 135_266_304) == 6_476_005_376
     # the rest: embeddings 2 x 32000 x 4096 + 65 RMSNorm weights of 4096 = 262,410,240
     assert LLAMA2_7B - 6_476_005_376 == 2 * 32000 * 4096 + 65 * 4096
 
@@ -152,9 +154,9 @@ def test_llama2_7b_quantized_inference_weights(precision: str, h100: GpuSpec) ->
 
 def test_kv_cache_gqa() -> None:
     # Llama-3-8B: 32 layers, 8 KV heads of 128: 2 * 32 * 8 * 128 * 2 B = 131,072 B per token
-    meta = {"layers": 32, "kv_heads": 8, "head_dim": 128}
-    assert kv_cache_bytes(meta, batch=4, positions=8192, elem_bytes=2.0) == 131_072 * 4 * 8192
-    assert kv_cache_bytes({"layers": 2}, 1, 1, 2.0) is None
+    shape = ModelShape(layers=32, kv_heads=8, head_dim=128)
+    assert kv_cache_bytes(shape, batch=4, positions=8192, elem_bytes=2.0) == 131_072 * 4 * 8192
+    assert kv_cache_bytes(ModelShape(layers=2), 1, 1, 2.0) is None
 
 
 def test_decode_kv_cache_line(h100: GpuSpec) -> None:
@@ -191,7 +193,7 @@ def test_adafactor_states_factored(h100: GpuSpec) -> None:
 def test_bf16_without_master_weights_keeps_states_in_bf16(h100: GpuSpec) -> None:
     t = trace("gpt2", batch_size=1, seq_len=32, precision="bf16", optimizer="adamw")
     with_master = memory_estimate(t, h100)
-    plain = memory_estimate(t, h100, MemoryPlan(master_weights=False))
+    plain = memory_estimate(t, h100, Plan(master_weights=False))
     assert with_master.optimizer_states.bytes == 8 * GPT2
     assert with_master.master_weights.bytes == 8 * GPT2  # FP32 params + FP32 gradient copy
     assert plain.optimizer_states.bytes == 4 * GPT2 and plain.master_weights.bytes == 0
@@ -208,7 +210,7 @@ def test_optimizer_temporaries() -> None:
 
 def test_offload_moves_states_to_host(h100: GpuSpec) -> None:
     t = trace("gpt2", batch_size=1, seq_len=32, precision="bf16", optimizer="adamw")
-    e = memory_estimate(t, h100, MemoryPlan(gpus=2, sharding="zero2", offload_optimizer=True))
+    e = memory_estimate(t, h100, Plan(dp=2, sharding="zero2", offload="optimizer"))
     assert e.optimizer_states.bytes == 0
     assert e.optimizer_states.host_bytes == pytest.approx(8 * GPT2 / 2)
     assert e.master_weights.host_bytes == pytest.approx(8 * GPT2 / 2)

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from whichgpu.hardware.catalog import load_catalog
-from whichgpu.perf import Plan, estimate
+from whichgpu.parallel.plan import Plan
+from whichgpu.perf import estimate
 from whichgpu.perf.device import Device
 from whichgpu.perf.kernels import gemm_utilization
 from whichgpu.perf.params import load_params
@@ -156,9 +157,9 @@ def test_data_parallel_adds_communication_and_scales_throughput() -> None:
     ops = [matmul(8192, 8192, 8192), replace(matmul(8192, 8192, 16384), phase="backward")]
     t = trace_of(*ops, task="train", precision="amp-bf16", params=100_000_000)
     a100 = CAT.get("A100 SXM4 80GB")
-    one = estimate(t, a100, Plan(gpus=1))
-    eight = estimate(t, a100, Plan(gpus=8))
-    sixteen = estimate(t, a100, Plan(gpus=16))  # two nodes: the network is the bottleneck
+    one = estimate(t, a100, Plan(dp=1))
+    eight = estimate(t, a100, Plan(dp=8))
+    sixteen = estimate(t, a100, Plan(dp=16))  # two nodes: the network is the bottleneck
     assert one.comm_s == 0
     assert eight.comm_total_s > 0
     # ring all-reduce of 0.4 GB of FP32 gradients: 2*(n-1)/n * bytes / bus bandwidth
@@ -173,7 +174,7 @@ def test_no_ddp_overlap_is_slower() -> None:
     ops = [matmul(2048, 2048, 2048), replace(matmul(2048, 2048, 2048), phase="backward")]
     t = trace_of(*ops, task="train", precision="amp-bf16", params=200_000_000)
     g = CAT.get("H100 PCIe")
-    assert estimate(t, g, Plan(gpus=4, ddp_overlap=False)).step_s >= estimate(t, g, Plan(gpus=4)).step_s
+    assert estimate(t, g, Plan(dp=4, comm_overlap=False)).step_s >= estimate(t, g, Plan(dp=4)).step_s
 
 
 def test_power_limit_slows_compute() -> None:

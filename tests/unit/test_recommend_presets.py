@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,6 @@ from whichgpu.errors import UnknownNameError
 from whichgpu.recommend.presets import DEFAULT_PRESET, PRESETS, get_preset, markdown_table
 from whichgpu.recommend.request import OBJECTIVES
 from whichgpu.recommend.workloads import make_workload
-from whichgpu.workload.spec import WorkloadSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 NAMES = ("learning", "kaggle", "cv-research", "nlp-research", "llm-finetune", "llm-pretrain", "llm-serving",
@@ -36,7 +36,7 @@ def test_the_doc_lists_every_preset_and_its_rule() -> None:
     for p, row in zip(PRESETS, rows):
         assert f">= {p.min_memory_gb:g} GB" in row and f"up to {p.max_gpus}" in row
         for w in p.workloads:
-            assert f"`{w.model}`" in row
+            assert f"`{w.spec.model}`" in row
     assert "`llm-finetune` (default)" in doc_table() and DEFAULT_PRESET == "llm-finetune"
 
 
@@ -51,10 +51,8 @@ def test_every_preset_resolves_without_torch(name: str) -> None:
     p = get_preset(name)
     assert p.objective in OBJECTIVES and p.max_gpus >= 1
     for pw in p.workloads:
-        w = make_workload(WorkloadSpec(pw.model, task=pw.task, batch_size=pw.batch_size, seq_len=pw.seq_len,
-                                       image_size=pw.image_size, precision="auto", finetune=pw.finetune,
-                                       checkpointing=pw.checkpointing), unit=pw.unit, unit_scale=pw.unit_scale)
-        assert w.spec.batch_size == pw.batch_size and w.spec.precision == "auto"
+        w = make_workload(replace(pw.spec, precision="auto"), unit=pw.unit, unit_scale=pw.unit_scale)
+        assert w.spec.batch_size == pw.spec.batch_size and w.spec.precision == "auto"
         assert w.serving == (name == "llm-serving")
         if p.job_tokens:
             assert w.tokens

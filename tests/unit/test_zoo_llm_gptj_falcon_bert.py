@@ -149,8 +149,8 @@ def test_falcon_kv_cache_keeps_grouped_heads() -> None:
     built = get_entry("falcon-180b").load_builder()(BuildRequest("infer", 3, phase="decode", context=100))
     k, v = built.inputs["cache"][0]
     assert tuple(k.shape) == tuple(v.shape) == (3, 8, 101, 64)
-    meta = _trace("falcon-180b", task="infer", phase="decode", batch_size=1, context=8, precision="bf16").model_meta
-    assert (meta["kv_heads"], meta["head_dim"], meta["gated_mlp"], meta["parallel_norms"]) == (8, 64, False, 2)
+    shape = _trace("falcon-180b", task="infer", phase="decode", batch_size=1, context=8, precision="bf16").shape
+    assert (shape.kv_heads, shape.head_dim, shape.gated_mlp, shape.parallel_norms) == (8, 64, False, 2)
 
 
 def test_gptj_eager_scores_in_fp32() -> None:
@@ -197,7 +197,7 @@ def test_config_json_uses_builtin_decoder(tmp_path: Path, name: str, family: str
     t = _trace(path, task="infer", phase="decode", batch_size=2, context=64, precision="bf16")
     assert t.params == get_entry(name).params_reference
     assert not any("transformers" in n for n in t.notes)  # not the transformers fallback
-    assert t.model_meta["family"] == family
+    assert t.shape.family == family
 
 
 def test_falcon_with_alibi_is_refused_clearly(tmp_path: Path) -> None:

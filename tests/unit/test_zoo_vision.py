@@ -14,13 +14,13 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from whichgpu.errors import InputError
-from whichgpu.workload.costs import REGISTRY
-from whichgpu.workload.zoo import get_entry
+from whichgpu.workload.registry import REGISTRY
+from whichgpu.workload.zoo import get_entry, load_entries
 from whichgpu.workload.zoo.base import BuildRequest, Built, ZooEntry
-from whichgpu.workload.zoo.entries_vision import ENTRIES
 from whichgpu.workload.zoo.vision.nms import nms_flops
 from whichgpu.workload.zoo.vision.roi_align import roi_align_flops
 
+ENTRIES = load_entries("vision")
 IDS = [e.id for e in ENTRIES]
 # Spellings of throughput.csv's `model` column (shared/validation/README.md) -> zoo id.
 VALIDATION = {
@@ -95,8 +95,8 @@ def test_validation_spellings_resolve() -> None:
         assert name in entry(eid).validation_names
 
 
-def test_entries_module_is_torch_free() -> None:
-    code = "import sys, whichgpu.workload.zoo.entries_vision; sys.exit('torch' in sys.modules)"
+def test_entries_are_torch_free() -> None:
+    code = "import sys, whichgpu.workload.zoo as z; z.all_entries(); sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
@@ -240,7 +240,9 @@ def test_custom_op_cost_formulas() -> None:
     with torch.device("meta"):
         feats, rois = torch.empty(2, 256, 50, 84), torch.empty(10, 5)
         out = torch.ops.whichgpu.roi_align(feats, rois, 0.0625, 7, 7, 2, False)
-    cost = REGISTRY["whichgpu.roi_align"]((feats, rois, 0.0625, 7, 7, 2, False), {}, out)
+    formula = REGISTRY["whichgpu.roi_align"].formula
+    assert formula is not None
+    cost = formula((feats, rois, 0.0625, 7, 7, 2, False), {}, out)
     assert cost.flops == roi_align_flops(10, 256, 7, 7, 2)
     assert cost.bytes_read == 10 * 256 * 15 * 15 * 4 + 10 * 5 * 4  # (7*2+1)^2 per ROI-channel
 

@@ -6,11 +6,22 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from whichgpu.commands import analyze, engines, estimate, fit, gpus, models, recommend, validate
+    from whichgpu.commands import (
+        analyze,
+        engines,
+        estimate,
+        fit,
+        gpus,
+        models,
+        recommend,
+        systems,
+        validate,
+    )
 
     app.add_typer(gpus.app, name="gpus")
     models.register(app)
     engines.register(app)
+    systems.register(app)
     analyze.register(app)
     estimate.register(app)
     fit.register(app)

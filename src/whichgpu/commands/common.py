@@ -5,17 +5,39 @@ from __future__ import annotations
 import typer
 
 from whichgpu.hardware.catalog import Catalog, load_catalog
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System
 from whichgpu.workload.spec import WorkloadSpec
 
 CatalogOpt = typer.Option(
     None, "--catalog", metavar="DIR",
-    help="Directory of extra/override GPU files (also $WHICHGPU_CATALOG).",
+    help="Directory of extra/override GPU and system files (also $WHICHGPU_CATALOG).",
+)
+SystemOpt = typer.Option(
+    None, "--system", metavar="ID",
+    help="The system the GPUs sit in: nodes, NVLink/PCIe, network (whichgpu systems; default: the GPU's usual one).",
 )
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document (stable schema) instead of tables.")
 
 
 def get_catalog(catalog_dir: str | None) -> Catalog:
     return load_catalog(catalog_dir)
+
+
+def get_system(catalog_dir: str | None, name: str | None) -> System | None:
+    """The system named by --system (packaged or from the catalog directory), or None."""
+    if name is None:
+        return None
+    from whichgpu.hardware.system import load_systems
+
+    return load_systems(catalog_dir).get(name)
+
+
+def system_for(gpu: GpuSpec, system: System | None, catalog_dir: str | None) -> System:
+    """The system a GPU runs in: the one given (checked against the GPU), else its default."""
+    from whichgpu.hardware.system import load_systems, resolve_system
+
+    return resolve_system(gpu, system.id if system else None, load_systems(catalog_dir))
 
 
 def emit_json(schema: str, body: dict[str, object]) -> None:

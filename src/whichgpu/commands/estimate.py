@@ -22,33 +22,26 @@ from whichgpu.commands.common import (
     PhaseOpt,
     SeqOpt,
     SparsityOpt,
+    SystemOpt,
     TaskOpt,
     emit_json,
     engine_attention,
     get_catalog,
+    get_system,
     resolve_engine,
+    system_for,
     workload_spec,
 )
 from whichgpu.errors import InputError
 
 
-def build_plan(gpus: int, gpus_per_node: int, network: str, engine: str, overlap: str, ddp_overlap: bool,
-               grad_accum: int, power_limit_w: float | None, sharding: str = "ddp") -> Any:
-    from whichgpu.perf.plan import Plan
-
-    plan = Plan(gpus=gpus, gpus_per_node=gpus_per_node, network=network, engine=engine, overlap=overlap,
-                ddp_overlap=ddp_overlap, grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding)
-    plan.validate()
-    return plan
-
-
 def estimate_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
     gpu: str = typer.Option(..., "--gpu", help="GPU name(s), comma-separated, or 'all' for the whole catalog."),
-    gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs (DDP)."),
-    sharding: str = typer.Option("ddp", "--sharding", help="Data parallelism: ddp, zero1, zero2, zero3, fsdp-full, fsdp-grad-op (memory and communication)."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node sharing the scale-up link."),
-    network: str = typer.Option("ib-hdr-200", "--network", help="Inter-node fabric per GPU: ib-ndr-400, ib-hdr-200, ib-edr-100, eth-100, eth-25, efa-400."),
+    gpus: int = typer.Option(1, "--gpus", help="Data-parallel degree: model replicas (or shards, with --sharding)."),
+    sharding: str = typer.Option("ddp", "--sharding", help="Data parallelism: ddp, zero1, zero2, zero3, fsdp-full, fsdp-hybrid, fsdp-grad-op (memory and communication)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (built-in decoders: one rank of a Megatron split is traced)."),
+    system: str = SystemOpt,
     task: str = TaskOpt,
     batch_size: int = BatchOpt,
     seq_len: int = SeqOpt,
@@ -77,27 +70,33 @@ def estimate_cmd(
     catalog: str = CatalogOpt,
 ) -> None:
     """Predict step time and throughput on one or more GPUs, with the time split and top ops."""
-    from whichgpu.perf.auto import auto_precision
-    from whichgpu.perf.estimate import estimate
+    from whichgpu.parallel.plan import make_plan
+    from whichgpu.perf.auto import probe_precision, resolve_precision
+    from whichgpu.predict import predict
     from whichgpu.workload.api import get_trace, resolve
+    from whichgpu.workload.spec import is_serving
 
     cat = get_catalog(catalog)
     specs = cat.get_many(gpu)
     if not specs:
         raise InputError("--gpu names no GPU; give a name, several separated by commas, or 'all'")
     eng = resolve_engine(engine, compile_)
-    plan = build_plan(gpus, gpus_per_node, network, eng, overlap, not no_ddp_overlap, grad_accum, power_limit_w,
-                      sharding)
+    plan = make_plan(task, dp=gpus, tp=tp, engine=eng, overlap=overlap, comm_overlap=not no_ddp_overlap,
+                     grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding,
+                     recompute=checkpointing if task == "train" else None)
+    sys_ = get_system(catalog, system)
     options: list[tuple[str, object]] = []
     if channels_last:
         options.append(("memory_format", "channels_last"))
-    base = workload_spec(model, task, batch_size, seq_len, image_size, "amp-bf16" if precision == "auto" else precision,
+    if tp > 1:
+        options.append(("tp", tp))
+    base = workload_spec(model, task, batch_size, seq_len, image_size,
+                         probe_precision(task) if precision == "auto" else precision,
                          optimizer, optimizer_impl, phase, context, sparsity, engine_attention(eng, attention))
     base = replace(base, options=tuple(base.options) + tuple(options), checkpointing=checkpointing,
                    finetune=finetune, lora_rank=lora_rank)
     resolved, src = resolve(base)
-    serving = task == "infer" and phase == "full" and _is_causal_lm(src)
-    results: list[dict[str, Any]] = []
+    serving = is_serving(resolved, src)
     traces: dict[Any, Any] = {}
 
     def trace_for(spec: Any) -> Any:
@@ -105,43 +104,17 @@ def estimate_cmd(
             traces[spec] = get_trace(spec, use_cache=not no_cache)
         return traces[spec]
 
-    from whichgpu.memory import MemoryPlan, memory_estimate
-
-    mplan = MemoryPlan(gpus=gpus, sharding=sharding, finetune=finetune, grad_accum=grad_accum)
-    mplan.validate(task)
+    results = []
     for g in specs:
-        prec, why = (auto_precision(g, task) if precision == "auto" else (precision, "as requested"))
-        spec = replace(base, precision=prec)
-        if serving:
-            pre = trace_for(replace(spec, phase="prefill"))
-            dec = trace_for(replace(spec, phase="decode", context=resolved.seq_len))
-            ep, ed = estimate(pre, g, plan, top=top), estimate(dec, g, plan, top=top)
-            mem = max((memory_estimate(t, g, mplan) for t in (pre, dec)), key=lambda m: m.total_bytes)
-            results.append({"gpu": g, "precision": prec, "precision_reason": why, "est": ed, "trace": dec,
-                            "prefill": ep, "prefill_trace": pre, "memory": mem})
-        else:
-            tr = trace_for(spec)
-            results.append({"gpu": g, "precision": prec, "precision_reason": why, "est": estimate(tr, g, plan, top=top),
-                            "trace": tr, "memory": memory_estimate(tr, g, mplan)})
+        prec, why = resolve_precision(g, task, precision)
+        results.append(predict(resolved, g, replace(plan, precision=prec or precision), system_for(g, sys_, catalog),
+                               trace_for, serving=serving, precision_reason=why, top=top))
     from whichgpu.report.estimate import estimate_document, print_estimates
 
     if json_out:
-        emit_json("whichgpu.estimate/1", estimate_document(results, plan, explain))
+        emit_json("whichgpu.estimate/1", estimate_document(results, explain))
         return
-    print_estimates(results, plan, explain, top)
-
-
-def _is_causal_lm(src: Any) -> bool:
-    if src.kind == "zoo":
-        from whichgpu.workload.zoo import get_entry
-
-        return get_entry(src.ref).causal_lm
-    if src.kind == "config":
-        from whichgpu.workload.spec import read_config
-        from whichgpu.workload.zoo.llm.args import SUPPORTED
-
-        return read_config(src.ref).get("model_type") in SUPPORTED
-    return False
+    print_estimates(results, explain, top)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,9 +19,12 @@ from whichgpu.commands.common import (
     OptimOpt,
     PhaseOpt,
     SeqOpt,
+    SystemOpt,
     TaskOpt,
     emit_json,
     get_catalog,
+    get_system,
+    system_for,
     workload_spec,
 )
 from whichgpu.errors import InputError
@@ -35,11 +38,12 @@ def fit_cmd(
     batch_size: int = BatchOpt,
     seq_len: int = SeqOpt,
     image_size: int = ImageOpt,
-    precision: str = typer.Option(None, "--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16, fp8, int8, int4 (default: amp-bf16 for training, bf16 for inference)."),
+    precision: str = typer.Option("auto", "--precision", help="auto (per GPU: BF16 on Ampere+, FP16 AMP on Volta/Turing, else FP32), or fp32, tf32, amp-fp16, amp-bf16, fp16, bf16, fp8, int8, int4."),
     optimizer: str = OptimOpt,
     optimizer_impl: str = OptimImplOpt,
     checkpointing: str = typer.Option("none", "--checkpointing", help="Activation checkpointing of the repeated blocks: none, selective or full."),
-    sharding: str = typer.Option("ddp", "--sharding", help="ddp, zero1, zero2, zero3, fsdp-full (= ZeRO-3) or fsdp-grad-op (= ZeRO-2)."),
+    sharding: str = typer.Option("ddp", "--sharding", help="ddp, zero1, zero2, zero3, fsdp-full (= ZeRO-3), fsdp-hybrid (ZeRO-3 inside a node) or fsdp-grad-op (= ZeRO-2)."),
+    system: str = SystemOpt,
     offload_optimizer: bool = typer.Option(False, "--offload-optimizer", help="Optimizer states in CPU RAM (ZeRO-Offload / FSDP CPU offload)."),
     finetune: str = typer.Option("full", "--finetune", help="full, lora or qlora (LoRA on a 4-bit NF4 base)."),
     lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
@@ -55,15 +59,16 @@ def fit_cmd(
 ) -> None:
     """Peak memory per GPU with a line-by-line breakdown, fits or not, the largest batch that fits
     and, when it does not fit, the changes that would make it fit."""
-    from whichgpu.memory import MemoryPlan
     from whichgpu.memory.fit import fit
+    from whichgpu.parallel.plan import make_plan
+    from whichgpu.perf.auto import resolve_precision
     from whichgpu.workload.api import get_trace, resolve
 
     g = get_catalog(catalog).get(gpu)
-    plan = MemoryPlan(gpus=gpus, sharding=sharding, offload_optimizer=offload_optimizer, finetune=finetune,
-                      grad_accum=grad_accum, master_weights=not no_master_weights)
-    plan.validate(task)
-    prec = precision or ("amp-bf16" if task == "train" else "bf16")
+    plan = make_plan(task, dp=gpus, sharding=sharding, offload="optimizer" if offload_optimizer else "none",
+                     grad_accum=grad_accum, master_weights=not no_master_weights)
+    sys_ = system_for(g, get_system(catalog, system), catalog)
+    prec = resolve_precision(g, task, precision)[0] or precision
     spec: Any = workload_spec(model, task, batch_size, seq_len, image_size, prec, optimizer, optimizer_impl, phase,
                               context, "none", attention)
     spec = replace(spec, checkpointing=checkpointing, finetune=finetune, lora_rank=lora_rank)
@@ -78,19 +83,18 @@ def fit_cmd(
 
     trace = trace_for()
     if json_out:
-        report = fit(trace, g, plan, trace_for, search_batch=not no_search)
+        report = fit(trace, g, plan, trace_for, search_batch=not no_search, system=sys_)
     else:
         from whichgpu.report.console import err_console
 
         with err_console.status("estimating (new batch sizes and variants are traced once, then cached)"):
-            report = fit(trace, g, plan, trace_for, search_batch=not no_search)
+            report = fit(trace, g, plan, trace_for, search_batch=not no_search, system=sys_)
     from whichgpu.report.memory import fit_document, never_fits_message, print_fit
 
-    meta = {"finetune": trace.finetune, "checkpointing": trace.checkpointing, "lora_rank": lora_rank if finetune != "full" else None}
     if json_out:
-        emit_json("whichgpu.memory/1", fit_document(report, meta))
+        emit_json("whichgpu.memory/1", fit_document(report, lora_rank if finetune != "full" else None))
     else:
-        print_fit(report, meta)
+        print_fit(report)
     if report.never_fits:
         raise InputError(never_fits_message(report))
 

@@ -15,9 +15,11 @@ from whichgpu.commands.common import (
     EngineOpt,
     JsonOpt,
     NoCacheOpt,
+    SystemOpt,
     emit_json,
     engine_attention,
     get_catalog,
+    get_system,
     resolve_engine,
     workload_spec,
 )
@@ -60,6 +62,7 @@ def recommend_cmd(
     top: int = typer.Option(15, "--top", help="Rows of the ranked table to show."),
     html: str = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML report with charts."),
     no_cache: bool = NoCacheOpt,
+    system: str = SystemOpt,
     json_out: bool = JsonOpt,
     catalog: str = CatalogOpt,
 ) -> None:
@@ -89,10 +92,9 @@ def recommend_cmd(
         if given:
             raise InputError(f"{', '.join(given)} describe a MODEL's workload; the use case {preset.name!r} fixes its "
                              "own (docs/presets.md): give a MODEL to change them")
+        options = (("attention", attention),) if attention is not None else ()
         workloads = tuple(
-            make_workload(replace(workload_spec(p.model, p.task, p.batch_size, p.seq_len, p.image_size, precision,
-                                                None, "foreach", "full", None, "none", attention),
-                                  finetune=p.finetune, checkpointing=p.checkpointing),
+            make_workload(replace(p.spec, precision=precision, options=options),
                           unit=p.unit, unit_scale=p.unit_scale, weight=p.weight)
             for p in preset.workloads)
         title = f"use case {preset.name}" + (" (default)" if use_case is None else "")
@@ -104,6 +106,12 @@ def recommend_cmd(
                        finetune=finetune or "full", checkpointing=checkpointing or "none", lora_rank=lora_rank)
         workloads = (make_workload(spec),)
         title = model
+    sys_ = get_system(catalog, system)
+    gpu_ids = tuple(g.id for g in cat.get_many(gpu)) if gpu else None
+    if sys_ is not None and sys_.gpu is not None:  # a system built from one GPU: rank its layouts
+        if gpu_ids is not None and sys_.gpu not in gpu_ids:
+            raise InputError(f"--system {sys_.id} holds {sys_.gpu}, which --gpu leaves out")
+        gpu_ids = (sys_.gpu,)
     user = merge(load_prices_file(prices_file, cat) if prices_file else {}, parse_price_args(price or [], cat))
     req = Request(
         workloads=workloads, title=title, preset=preset.name if preset else None,
@@ -115,8 +123,7 @@ def recommend_cmd(
         memory_rule=(preset.rule if preset and min_memory_gb is None else ""), power_limit_w=power_limit_w,
         job=Job(job_tokens if job_tokens is not None else (preset.job_tokens if preset and job_epochs is None else None),
                 job_epochs, dataset_size),
-        gpu_ids=tuple(g.id for g in cat.get_many(gpu)) if gpu else None,
-        engine=eng, prices=user)
+        gpu_ids=gpu_ids, engine=eng, prices=user, system=sys_)
 
     def trace_for(spec: Any) -> Any:
         return get_trace(spec, use_cache=not no_cache)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from whichgpu.commands.common import CatalogOpt, JsonOpt, emit_json, get_catalog
+from whichgpu.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    SystemOpt,
+    emit_json,
+    get_catalog,
+    get_system,
+)
 
 
 def validate(
@@ -14,6 +21,7 @@ def validate(
     show_rows: bool = typer.Option(False, "--rows", help="List every row (predicted, measured, error)."),
     by: str = typer.Option("source,gpu", "--by", help="Summary tables to print, comma-separated: format, source, "
                            "file, metric, engine, gpu, model, precision, task."),
+    system: str = SystemOpt,
     json_out: bool = JsonOpt,
     catalog: str = CatalogOpt,
 ) -> None:
@@ -30,8 +38,9 @@ def validate(
         raise InputError(f"--worst must be >= 0, got {worst}")
     rows = read_measurements(data)
     cat = get_catalog(catalog)
+    sys_ = get_system(catalog, system)
     if json_out:
-        result = run(rows, cat)
+        result = run(rows, cat, system=sys_)
         emit_json("whichgpu.validate/1", {"data": data, "summary": result.summary,
                                           "rows": [r.to_dict() for r in result.rows]})
         return
@@ -41,7 +50,7 @@ def validate(
 
     with Progress(console=err_console, transient=True) as prog:
         task = prog.add_task("predicting rows (captures are cached after the first run)", total=len(rows))
-        result = run(rows, cat, progress=lambda i, n: prog.update(task, completed=i))
+        result = run(rows, cat, progress=lambda i, n: prog.update(task, completed=i), system=sys_)
     from whichgpu.report.validate import print_validation
 
     print_validation(result, worst, show_rows, groups)

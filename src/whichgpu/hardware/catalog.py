@@ -16,19 +16,31 @@ from __future__ import annotations
 import copy
 import os
 import re
-import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from whichgpu.errors import CatalogError
-from whichgpu.hardware.names import Memory, NameIndex
+from whichgpu.hardware.datafiles import (
+    Entry,
+    Field,
+    FileSchema,
+    Raw,
+    check_required,
+    check_table,
+    flag,
+    number,
+    packaged_entries,
+    strings,
+    text,
+    user_files,
+    whole,
+)
+from whichgpu.hardware.datafiles import (
+    read_toml as read_toml,  # re-exported: the zoo, bands and corpus files are read with it
+)
+from whichgpu.hardware.names import Memory, NamedEntries
 from whichgpu.hardware.spec import (
     ARCHITECTURES,
     COMPUTE_DTYPES,
@@ -42,7 +54,9 @@ from whichgpu.hardware.spec import (
 
 SPECS_DIR = Path(__file__).parent / "specs"
 SCHEMA = "whichgpu.gpu/1"
+SYSTEM_SCHEMA = "whichgpu.system/1"  # system files (hardware/system.py) share the user directories
 ENV_VAR = "WHICHGPU_CATALOG"
+MISSING_DIR = "catalog directory does not exist (from --catalog or $" + ENV_VAR + ")"
 
 # Architectures whose tensor units run FP8 (Ada/Hopper/Blackwell; CDNA3+; Gaudi 2+).
 FP8_ARCHITECTURES = frozenset({"ada", "hopper", "blackwell", "cdna3", "cdna4", "gaudi"})
@@ -54,77 +68,75 @@ NO_TENSOR_ARCHITECTURES = frozenset({"pascal"})
 _NUM = (int, float)
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
-# field -> (types, required, kind). kind: "pos" (> 0), "nonneg", "str", "bool", "list", "peak".
-_Field = tuple[tuple[type, ...], bool, str]
-TOP_FIELDS: dict[str, _Field] = {
-    "schema": ((str,), True, "str"),
-    "id": ((str,), True, "str"),
-    "override": ((str,), False, "str"),
-    "name": ((str,), True, "str"),
-    "vendor": ((str,), True, "str"),
-    "architecture": ((str,), True, "str"),
-    "chip": ((str,), True, "str"),
-    "year": ((int,), True, "pos"),
-    "form_factor": ((str,), True, "str"),
-    "segment": ((str,), True, "str"),
-    "aliases": ((list,), False, "list"),
-    "notes": ((str,), False, "str"),
+# Checks of the GPU files' own: a peak is a positive number or "n/a" (no such hardware path);
+# a date is YYYY-MM or YYYY-MM-DD.
+PEAK = Field((*_NUM, str), "peak")
+DATE = Field((str,), "date")
+TOP_FIELDS: dict[str, Field] = {
+    "schema": text(required=True),
+    "id": text(required=True),
+    "override": text(),
+    "name": text(required=True),
+    "vendor": text(required=True),
+    "architecture": text(required=True),
+    "chip": text(required=True),
+    "year": whole(required=True),
+    "form_factor": text(required=True),
+    "segment": text(required=True),
+    "aliases": strings(),
+    "notes": text(),
 }
-SECTIONS: dict[str, dict[str, _Field]] = {
+SECTIONS: dict[str, dict[str, Field]] = {
     "memory": {
-        "size_gb": (_NUM, True, "pos"),
-        "type": ((str,), True, "str"),
-        "bandwidth_gbps": (_NUM, True, "pos"),
-        "l2_cache_mb": (_NUM, False, "pos"),
+        "size_gb": number(required=True),
+        "type": text(required=True),
+        "bandwidth_gbps": number(required=True),
+        "l2_cache_mb": number(),
     },
     "compute": {
-        "sm_count": ((int,), False, "pos"),
-        "boost_clock_mhz": (_NUM, False, "pos"),
-        "base_clock_mhz": (_NUM, False, "pos"),
-        "shared_mem_per_sm_kb": (_NUM, False, "pos"),
-        "l1_cache_per_sm_kb": (_NUM, False, "pos"),
-        "sparsity_2to4": ((bool,), False, "bool"),
-        "tensor_core_dtypes": ((list,), False, "list"),
+        "sm_count": whole(),
+        "boost_clock_mhz": number(),
+        "base_clock_mhz": number(),
+        "shared_mem_per_sm_kb": number(),
+        "l1_cache_per_sm_kb": number(),
+        "sparsity_2to4": flag(),
+        "tensor_core_dtypes": strings(),
     },
-    "peak_dense": {
-        **{f: ((*_NUM, str), False, "peak") for f in PEAK_FIELDS.values()},
-        "fp16_acc16_tflops": ((*_NUM, str), False, "peak"),
-    },
-    "power": {"tdp_w": (_NUM, False, "pos")},
+    "peak_dense": {**{f: PEAK for f in PEAK_FIELDS.values()}, "fp16_acc16_tflops": PEAK},
+    "power": {"tdp_w": number()},
     "interconnect": {
-        "scaleup": ((str,), False, "str"),
-        "scaleup_gbps_per_direction": (_NUM, False, "pos"),
-        "pcie_gen": ((int,), False, "pos"),
-        "pcie_lanes": ((int,), False, "pos"),
-        "scaleup_domain_gpus": ((int,), False, "pos"),
+        "scaleup": text(),
+        "scaleup_gbps_per_direction": number(),
+        "pcie_gen": whole(),
+        "pcie_lanes": whole(),
+        "scaleup_domain_gpus": whole(),
     },
     "price": {
-        "launch_msrp_usd": (_NUM, False, "pos"),
-        "launch_source": ((str,), False, "str"),
-        "street_usd": (_NUM, False, "pos"),
-        "street_date": ((str,), False, "date"),
-        "street_source": ((str,), False, "str"),
-        "cloud_usd_per_hour": (_NUM, False, "pos"),
-        "cloud_provider": ((str,), False, "str"),
-        "cloud_date": ((str,), False, "date"),
-        "cloud_source": ((str,), False, "str"),
+        "launch_msrp_usd": number(),
+        "launch_source": text(),
+        "street_usd": number(),
+        "street_date": DATE,
+        "street_source": text(),
+        "cloud_usd_per_hour": number(),
+        "cloud_provider": text(),
+        "cloud_date": DATE,
+        "cloud_source": text(),
     },
 }
-MEASURED_FIELDS: dict[str, _Field] = {
-    "dtype": ((str,), True, "str"),
-    "matmul_tflops": (_NUM, True, "pos"),
-    "source": ((str,), True, "str"),
-    "shape": ((str,), False, "str"),
-    "notes": ((str,), False, "str"),
+MEASURED_FIELDS: dict[str, Field] = {
+    "dtype": text(required=True),
+    "matmul_tflops": number(required=True),
+    "source": text(required=True),
+    "shape": text(),
+    "notes": text(),
 }
-ALL_TOP_KEYS = sorted([*TOP_FIELDS, *SECTIONS, "measured", "sources"])
 
 
-def _check_value(path: str, key: str, value: Any, spec: _Field) -> None:
-    types, _req, kind = spec
+def _check_value(path: str, key: str, value: Any, f: Field) -> None:
+    kind = f.check
     if isinstance(value, bool) and kind != "bool":
         raise CatalogError(path, key, f"expected {'a number' if kind in ('pos', 'nonneg', 'peak') else kind}, got {value!r}")
-    well_typed = isinstance(value, types)  # (a separate flag keeps mypy from narrowing value to object)
+    well_typed = isinstance(value, f.types)  # (a separate flag keeps mypy from narrowing value to object)
     if not well_typed:
         want = {"pos": "a positive number", "nonneg": "a number >= 0", "str": "a string",
                 "bool": "true or false", "list": "a list of strings",
@@ -144,53 +156,36 @@ def _check_value(path: str, key: str, value: Any, spec: _Field) -> None:
         raise CatalogError(path, key, "expected a list of strings")
 
 
-def validate_raw(path: str, raw: dict[str, Any], partial: bool = False) -> None:
+def _check_measured(path: str, value: Any) -> None:
+    if not isinstance(value, list):
+        raise CatalogError(path, "measured", "expected an array of tables [[measured]]")
+    for i, m in enumerate(value):
+        name = f"measured[{i}]"
+        if not isinstance(m, dict):
+            raise CatalogError(path, name, "expected a table")
+        check_table(path, name, m, MEASURED_FIELDS, _check_value)
+        check_required(path, name, m, MEASURED_FIELDS)
+        if m["dtype"] not in COMPUTE_DTYPES:
+            raise CatalogError(path, f"{name}.dtype", f"unknown dtype {m['dtype']!r}; valid: " + ", ".join(COMPUTE_DTYPES))
+
+
+def _check_sources(path: str, value: Any) -> None:
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v for v in value.values()):
+        raise CatalogError(path, "sources", "expected a table of non-empty strings (\"field\" = \"URL or document, date\")")
+
+
+GPU_FILE = FileSchema(TOP_FIELDS, SECTIONS, _check_value, tables={"measured": _check_measured, "sources": _check_sources},
+                      required_sections=("memory", "peak_dense"))
+
+
+def validate_raw(path: str, raw: Raw, partial: bool = False) -> None:
     """Check one file's structure. `partial` files (overrides) may omit required fields."""
-    for key, value in raw.items():
-        if key in TOP_FIELDS:
-            _check_value(path, key, value, TOP_FIELDS[key])
-        elif key in SECTIONS:
-            if not isinstance(value, dict):
-                raise CatalogError(path, key, "expected a table [" + key + "]")
-            fields = SECTIONS[key]
-            for fkey, fval in value.items():
-                if fkey not in fields:
-                    raise CatalogError(path, f"{key}.{fkey}", "unknown field; valid: " + ", ".join(fields))
-                _check_value(path, f"{key}.{fkey}", fval, fields[fkey])
-        elif key == "measured":
-            if not isinstance(value, list):
-                raise CatalogError(path, key, "expected an array of tables [[measured]]")
-            for i, m in enumerate(value):
-                if not isinstance(m, dict):
-                    raise CatalogError(path, f"measured[{i}]", "expected a table")
-                for fkey, fval in m.items():
-                    if fkey not in MEASURED_FIELDS:
-                        raise CatalogError(path, f"measured[{i}].{fkey}", "unknown field; valid: " + ", ".join(MEASURED_FIELDS))
-                    _check_value(path, f"measured[{i}].{fkey}", fval, MEASURED_FIELDS[fkey])
-                for fkey, (_t, req, _k) in MEASURED_FIELDS.items():
-                    if req and fkey not in m:
-                        raise CatalogError(path, f"measured[{i}].{fkey}", "required field is missing")
-                if m["dtype"] not in COMPUTE_DTYPES:
-                    raise CatalogError(path, f"measured[{i}].dtype", f"unknown dtype {m['dtype']!r}; valid: " + ", ".join(COMPUTE_DTYPES))
-        elif key == "sources":
-            if not isinstance(value, dict) or not all(isinstance(v, str) and v for v in value.values()):
-                raise CatalogError(path, key, "expected a table of non-empty strings (\"field\" = \"URL or document, date\")")
-        else:
-            raise CatalogError(path, key, "unknown field; valid: " + ", ".join(ALL_TOP_KEYS))
+    GPU_FILE.check_fields(path, raw)
     if "schema" in raw and raw["schema"] != SCHEMA:
         raise CatalogError(path, "schema", f"expected {SCHEMA!r}, got {raw['schema']!r}")
     if partial:
         return
-    for key, (_t, req, _k) in TOP_FIELDS.items():
-        if req and key not in raw:
-            raise CatalogError(path, key, "required field is missing")
-    for sec in ("memory", "peak_dense"):
-        if sec not in raw:
-            raise CatalogError(path, sec, f"required table [{sec}] is missing")
-    for sec, fields in SECTIONS.items():
-        for fkey, (_t, req, _k) in fields.items():
-            if req and fkey not in raw.get(sec, {}):
-                raise CatalogError(path, f"{sec}.{fkey}", "required field is missing")
+    GPU_FILE.check_complete(path, raw)
     if "default" not in raw.get("sources", {}):
         raise CatalogError(path, "sources.default", "every file needs a default source (URL or document, date) for its figures")
 
@@ -291,19 +286,6 @@ def _spec_from_raw(path: str, raw: dict[str, Any], overridden_by: tuple[str, ...
     )
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            data: dict[str, Any] = tomllib.load(fh)
-            return data
-    except tomllib.TOMLDecodeError as e:
-        raise CatalogError(str(path), "", f"not valid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise CatalogError(str(path), "", "not UTF-8 text") from None
-    except OSError as e:
-        raise CatalogError(str(path), "", f"cannot read: {e.strerror}") from None
-
-
 def merge_raw(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """Field-by-field merge of an override into a packaged entry."""
     out = copy.deepcopy(base)
@@ -321,27 +303,17 @@ def merge_raw(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class Catalog:
-    """All accelerators, resolvable by id, name or alias."""
+class Catalog(NamedEntries[GpuSpec]):
+    """All accelerators, resolvable by id, name or alias (nvidia-smi and benchmark-table spellings
+    too: the index knows each entry's memory)."""
 
     specs: list[GpuSpec]
     user_dirs: tuple[str, ...] = ()
-    _index: NameIndex = field(init=False, repr=False)
+    kind = "GPU"
+    hint = "'whichgpu gpus'"
 
     def __post_init__(self) -> None:
-        self._index = NameIndex(((s.id, (s.name, *s.aliases)) for s in self.specs),
-                                memory={s.id: Memory(s.memory_gb, s.memory_type) for s in self.specs})
-        self._by_id = {s.id: s for s in self.specs}
-
-    def __iter__(self) -> Iterator[GpuSpec]:
-        return iter(self.specs)
-
-    def __len__(self) -> int:
-        return len(self.specs)
-
-    def get(self, name: str) -> GpuSpec:
-        """Resolve a GPU name (id, product name, alias, nvidia-smi spelling) or raise."""
-        return self._by_id[self._index.resolve(name, kind="GPU", hint="'whichgpu gpus'")]
+        super().__init__(self.specs, memory={s.id: Memory(s.memory_gb, s.memory_type) for s in self.specs})
 
     def get_many(self, names: str | Iterable[str]) -> list[GpuSpec]:
         """Resolve a comma-separated list (or iterable) of names; 'all' means the catalog."""
@@ -351,9 +323,6 @@ class Catalog:
         if names == ["all"]:
             return list(self.specs)
         return [self.get(n) for n in names]
-
-    def ids(self) -> list[str]:
-        return [s.id for s in self.specs]
 
 
 def user_catalog_dirs(explicit: str | None = None) -> tuple[str, ...]:
@@ -365,61 +334,37 @@ def user_catalog_dirs(explicit: str | None = None) -> tuple[str, ...]:
     return tuple(dirs)
 
 
-_PACKAGED: list[tuple[str, dict[str, Any]]] | None = None
-
-
-def _packaged_raw() -> list[tuple[str, dict[str, Any]]]:
-    global _PACKAGED
-    if _PACKAGED is None:
-        out = []
-        for p in sorted(SPECS_DIR.glob("*.toml")):
-            raw = read_toml(p)
-            validate_raw(str(p), raw)
-            out.append((str(p), raw))
-        _PACKAGED = out
-    return _PACKAGED
+def _overridden(entries: dict[str, Entry], path: str, raw: Raw) -> str | None:
+    """The id of the entry the user file changes, or None: a new accelerator."""
+    target = raw.get("override", raw.get("id"))
+    if not isinstance(target, str):
+        raise CatalogError(path, "id", "required field is missing (an override names the entry it changes with id = \"...\")")
+    if target in entries:
+        return target
+    if "override" not in raw:
+        return None
+    # An override may name the entry by any of its names.
+    cat = Catalog([_spec_from_raw(e.path, e.raw) for e in entries.values()])
+    try:
+        return cat.get(target).id
+    except Exception as e:
+        raise CatalogError(path, "override", str(e)) from None
 
 
 def load_catalog(catalog_dir: str | None = None, packaged: bool = True) -> Catalog:
     """Packaged specs, then user directories (``catalog_dir`` and ``$WHICHGPU_CATALOG``)."""
-    entries: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {}
-    if packaged:
-        for path, raw in _packaged_raw():
-            if raw["id"] in entries:
-                raise CatalogError(path, "id", f"duplicate id {raw['id']!r} (also in {entries[raw['id']][0]})")
-            entries[raw["id"]] = (path, raw, ())
+    entries = packaged_entries(SPECS_DIR, validate_raw) if packaged else {}
     dirs = user_catalog_dirs(catalog_dir)
-    for d in dirs:
-        dp = Path(d)
-        if not dp.is_dir():
-            raise CatalogError(d, "", "catalog directory does not exist (from --catalog or $" + ENV_VAR + ")")
-        for p in sorted(dp.glob("*.toml")):
-            raw = read_toml(p)
-            target = raw.get("override", raw.get("id"))
-            if not isinstance(target, str):
-                raise CatalogError(str(p), "id", "required field is missing (an override names the entry it changes with id = \"...\")")
-            known = target if target in entries else None
-            if known is None and "override" in raw:
-                # An override may name the entry by any of its names.
-                cat = Catalog([_spec_from_raw(pp, r) for pp, r, _ in entries.values()])
-                try:
-                    known = cat.get(target).id
-                except Exception as e:
-                    raise CatalogError(str(p), "override", str(e)) from None
-            if known is not None:
-                validate_raw(str(p), raw, partial=True)
-                bpath, braw, prev = entries[known]
-                merged = merge_raw(braw, raw)
-                merged["id"] = known
-                validate_raw(str(p), merged)
-                entries[known] = (bpath, merged, (*prev, str(p)))
-            else:
-                validate_raw(str(p), raw)
-                entries[raw["id"]] = (str(p), raw, ())
-    specs = []
-    for path, raw, over in entries.values():
-        where = over[-1] if over else path
-        spec = _spec_from_raw(where, raw, over)
-        specs.append(replace(spec, path=path))
+    for path, raw in user_files(dirs, MISSING_DIR):
+        if raw.get("schema") == SYSTEM_SCHEMA:
+            continue  # a system file: hardware/system_files.py loads it
+        known = _overridden(entries, path, raw)
+        if known is None:
+            validate_raw(path, raw)
+            entries[raw["id"]] = Entry(path, raw)
+        else:
+            merged = entries[known].overridden(path, raw, merge_raw, validate_raw)
+            entries[known] = replace(merged, raw={**merged.raw, "id": known})  # it may name it by an alias
+    specs = [replace(_spec_from_raw(e.where, e.raw, e.overridden_by), path=e.path) for e in entries.values()]
     specs.sort(key=lambda s: (s.vendor, -s.year, s.id))
     return Catalog(specs, dirs)

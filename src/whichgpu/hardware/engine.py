@@ -26,8 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from whichgpu.errors import CatalogError, UnknownNameError
-from whichgpu.hardware.catalog import merge_raw, read_toml
-from whichgpu.hardware.names import NameIndex
+from whichgpu.hardware.catalog import merge_raw
+from whichgpu.hardware.datafiles import (
+    Field,
+    Raw,
+    flag,
+    number,
+    one_of,
+    read_toml,
+    unknown_field,
+    user_files,
+)
+from whichgpu.hardware.names import NamedEntries
 
 ENGINES_DIR = Path(__file__).parent / "engines"
 SCHEMA = "whichgpu.engine/1"
@@ -37,23 +47,22 @@ CONV_LAYOUTS = ("as-traced", "nhwc")
 ATTENTIONS = ("as-traced", "eager", "fused")
 DEFAULT_ENGINE = "pytorch"
 
-_NUM = (int, float)
-# section -> field -> (types, required, check) with check in "nonneg", "pos", "bool", "str", "choice:<a|b>"
-_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool, str]]] = {
+# Every field of both sections is required.
+_FIELDS: dict[str, dict[str, Field]] = {
     "launch": {
-        "graphs": ((bool,), True, "bool"),
-        "host_op_us": (_NUM, True, "nonneg"),
-        "host_view_us": (_NUM, True, "nonneg"),
-        "step_host_ms_train": (_NUM, True, "nonneg"),
-        "step_host_ms_infer": (_NUM, True, "nonneg"),
+        "graphs": flag(required=True),
+        "host_op_us": number("nonneg", required=True),
+        "host_view_us": number("nonneg", required=True),
+        "step_host_ms_train": number("nonneg", required=True),
+        "step_host_ms_infer": number("nonneg", required=True),
     },
     "kernels": {
-        "fusion": ((str,), True, "choice:" + "|".join(FUSIONS)),
-        "conv_layout": ((str,), True, "choice:" + "|".join(CONV_LAYOUTS)),
-        "attention": ((str,), True, "choice:" + "|".join(ATTENTIONS)),
-        "fp16_accumulate": ((bool,), True, "bool"),
-        "quantized_bandwidth": (_NUM, True, "pos"),
-        "grouped_kv": ((bool,), True, "bool"),
+        "fusion": one_of(FUSIONS, required=True),
+        "conv_layout": one_of(CONV_LAYOUTS, required=True),
+        "attention": one_of(ATTENTIONS, required=True),
+        "fp16_accumulate": flag(required=True),
+        "quantized_bandwidth": number(required=True),
+        "grouped_kv": flag(required=True),
     },
 }
 
@@ -113,26 +122,22 @@ class Engine:
                 "sources": dict(self.sources)}
 
 
-def _check(path: str, section: str, key: str, value: Any, spec: tuple[tuple[type, ...], bool, str]) -> None:
-    types, _req, check = spec
-    name = f"{section}.{key}"
-    if isinstance(value, bool) and bool not in types:
+def _check(path: str, name: str, value: Any, f: Field) -> None:
+    if isinstance(value, bool) and bool not in f.types:
         raise CatalogError(path, name, f"must be a number, got {value!r}")
-    if not isinstance(value, types):
-        want = "true or false" if check == "bool" else "a number" if check in ("pos", "nonneg") else "a string"
+    if not isinstance(value, f.types):
+        want = "true or false" if f.check == "bool" else "a number" if f.check in ("pos", "nonneg") else "a string"
         raise CatalogError(path, name, f"must be {want}, got {value!r}")
-    if check in ("pos", "nonneg"):
+    if f.check in ("pos", "nonneg"):
         x = float(value) if isinstance(value, (int, float)) else math.nan
         if not math.isfinite(x):
             raise CatalogError(path, name, f"must be a finite number, got {value!r}")
-        if check == "pos" and not x > 0:
+        if f.check == "pos" and not x > 0:
             raise CatalogError(path, name, f"must be > 0, got {value!r}")
-        if check == "nonneg" and not x >= 0:
+        if f.check == "nonneg" and not x >= 0:
             raise CatalogError(path, name, f"must be >= 0, got {value!r}")
-    if check.startswith("choice:"):
-        valid = check[7:].split("|")
-        if value not in valid:
-            raise CatalogError(path, name, f"must be one of {', '.join(valid)}, got {value!r}")
+    if f.check == "choice" and value not in f.choices:
+        raise CatalogError(path, name, f"must be one of {', '.join(f.choices)}, got {value!r}")
 
 
 def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
@@ -148,12 +153,12 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
             raise CatalogError(path, section, "missing section [" + section + "]")
         for key in sec:
             if key not in fields:
-                raise CatalogError(path, f"{section}.{key}", "unknown field; valid: " + ", ".join(fields))
-        for key, spec in fields.items():
+                raise unknown_field(path, f"{section}.{key}", fields)
+        for key, f in fields.items():
             if key not in sec:
                 raise CatalogError(path, f"{section}.{key}", "missing")
-            _check(path, section, key, sec[key], spec)
-            vals[key] = float(sec[key]) if spec[2] in ("pos", "nonneg") else sec[key]
+            _check(path, f"{section}.{key}", sec[key], f)
+            vals[key] = float(sec[key]) if f.check in ("pos", "nonneg") else sec[key]
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise CatalogError(path, "aliases", "must be a list of strings")
@@ -164,17 +169,11 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
                   aliases=tuple(aliases), sources={str(k): str(v) for k, v in sources.items()}, path=path, **vals)
 
 
-@dataclass(frozen=True)
-class Engines:
-    engines: dict[str, Engine]
-    index: NameIndex
+class Engines(NamedEntries[Engine]):
+    """The engine profiles, resolvable by id, name or alias."""
 
-    def get(self, name: str) -> Engine:
-        cid = self.index.resolve(name, "engine", "whichgpu engines")
-        return self.engines[cid]
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self.engines.values())
+    kind = "engine"
+    hint = "whichgpu engines"
 
 
 def user_engine_dirs(explicit: str | None) -> tuple[str, ...]:
@@ -184,24 +183,14 @@ def user_engine_dirs(explicit: str | None) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=8)
 def load_engines(user_dirs: tuple[str, ...] = ()) -> Engines:
-    raws: dict[str, tuple[str, dict[str, Any]]] = {}
+    raws: dict[str, tuple[str, Raw]] = {}
     for p in sorted(ENGINES_DIR.glob("*.toml")):
         raw = read_toml(p)
         raws[str(raw.get("id", p.stem))] = (str(p), raw)
-    for d in user_dirs:
-        dp = Path(d)
-        if not dp.is_dir():
-            raise CatalogError(d, "", "engine directory does not exist")
-        for p in sorted(dp.glob("*.toml")):
-            raw = read_toml(p)
-            eid = str(raw.get("id", ""))
-            if eid in raws:
-                raws[eid] = (str(p), merge_raw(raws[eid][1], raw))
-            else:
-                raws[eid] = (str(p), raw)
-    engines = {eid: _from_raw(path, raw) for eid, (path, raw) in raws.items()}
-    index = NameIndex((e.id, (e.name, *e.aliases)) for e in engines.values())
-    return Engines(engines, index)
+    for path, raw in user_files(user_dirs, "engine directory does not exist"):
+        eid = str(raw.get("id", ""))
+        raws[eid] = (path, merge_raw(raws[eid][1], raw)) if eid in raws else (path, raw)
+    return Engines([_from_raw(path, raw) for path, raw in raws.values()])
 
 
 def get_engine(name: str = DEFAULT_ENGINE, engines_dir: str | None = None) -> Engine:

@@ -33,8 +33,9 @@ that an unknown name with several candidates left by 4-7 is ambiguous between th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from whichgpu.errors import AmbiguousNameError, UnknownNameError, WhichGPUError
 
@@ -236,6 +237,47 @@ class NameIndex:
             if having:
                 hits = having
         return hits
+
+
+class Named(Protocol):
+    """An entry with names: a GPU spec, a system, an engine."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+
+N = TypeVar("N", bound=Named)
+
+
+class NamedEntries(Generic[N]):
+    """Entries in order, each resolvable by its id, name or an alias (`NameIndex`)."""
+
+    kind: ClassVar[str] = "name"
+    """What an entry is called in errors ("unknown GPU 'x'")."""
+    hint: ClassVar[str] = ""
+    """Where to see them all, for an unknown name among many with no close match."""
+
+    def __init__(self, entries: list[N], memory: Mapping[str, Memory] | None = None) -> None:
+        self._entries = entries
+        self._index = NameIndex(((e.id, (e.name, *e.aliases)) for e in self._entries), memory=memory)
+        self._by_id = {e.id: e for e in self._entries}
+
+    def __iter__(self) -> Iterator[N]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, name: str) -> N:
+        """The entry `name` stands for (an id, a name, an alias), or an error with suggestions."""
+        return self._by_id[self._index.resolve(name, kind=self.kind, hint=self.hint)]
+
+    def ids(self) -> list[str]:
+        return [e.id for e in self._entries]
 
 
 def _covers(query: list[str], cand: list[str]) -> bool:

@@ -50,15 +50,21 @@ class MeasuredCeiling:
 
 @dataclass(frozen=True)
 class Price:
-    """Prices with their dates and sources. None = unknown."""
+    """The [price] table of a catalog file: prices with their dates and sources. None = unknown.
+    (recommend/prices.py turns them into the quotes a recommendation uses.)"""
 
     launch_msrp_usd: float | None = None
+    """List price per card at launch, USD; dated by the launch year."""
     launch_source: str = ""
     street_usd: float | None = None
+    """What a card sells for, new or used, USD."""
     street_date: str = ""
+    """When that was: YYYY-MM or YYYY-MM-DD (more than a year ago: stale)."""
     street_source: str = ""
     cloud_usd_per_hour: float | None = None
+    """Rent per GPU-hour (not per instance), USD."""
     cloud_provider: str = ""
+    """Who rents it at that price."""
     cloud_date: str = ""
     cloud_source: str = ""
 

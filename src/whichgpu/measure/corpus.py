@@ -113,7 +113,7 @@ def read_file(path: Path) -> list[Measurement]:
 def read_measurements(paths: list[str]) -> list[Measurement]:
     """Every row of every file named (directories: their CSV files), in order."""
     if not paths:
-        raise InputError("no measurements given; pass --data FILE.csv or --data DIR (repeatable)")
+        raise InputError("no measurements given: name measurement CSV files or directories of them", field="data")
     out: list[Measurement] = []
     seen: set[Path] = set()
     for p in paths:

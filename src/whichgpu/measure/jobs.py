@@ -21,7 +21,9 @@ setups, which these follow):
   TensorFlow rows as eager.
 * Throughput-format rows keep the reference harness facts of ``measure/validate.py``'s
   original mapping (NHWC with AMP for NVIDIA's ConvNets, NCCL P2P off in Lambda's harness,
-  node size and network by GPU generation, gradient accumulation of the reference recipe).
+  gradient accumulation of the reference recipe). Nodes and networks are the GPU's default
+  system (hardware/systems/: DGX-1 for V100 SXM2, DGX-2 for SXM3, DGX A100, ...), or the system
+  ``validate --system`` names for the rows on its GPU.
 * timm rows of torch 1.x ran attention as matmul + softmax (no fused SDPA before torch 2.0).
 * Throughput per GPU: a unit ending in "/GPU", and TensorRT-LLM's peak-throughput tables, whose
   headers read "Throughput (out tok/s/GPU)" for every GPU of the v0.6.1 page
@@ -31,14 +33,15 @@ setups, which these follow):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.catalog import Catalog
 from whichgpu.hardware.engine import get_engine
 from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System
 from whichgpu.measure.corpus import Measurement
-from whichgpu.perf.plan import Plan
+from whichgpu.parallel.plan import Plan
 from whichgpu.workload.spec import WorkloadSpec
 
 # metric -> (kind of prediction, direction): "+" higher is faster/better, "-" lower is faster.
@@ -87,6 +90,7 @@ class Job:
     layer_split: int = 1  # llama.cpp: layers split over this many GPUs (run one after another)
     per_gpu: int = 1  # the measurement is per GPU of a group this large (divide the group's figure)
     cuda_context_bytes: float | None = None  # the CUDA context the source measured, when it says
+    system: System | None = None  # None: the GPU's default system (hardware/systems/)
 
     @property
     def direction(self) -> str:
@@ -161,12 +165,16 @@ def engine_of(m: Measurement) -> str:
     return "pytorch"
 
 
-def row_job(m: Measurement, catalog: Catalog) -> Job:
-    """Turn one measurement into a prediction job; raise WhichGPUError when it cannot be modelled."""
+def row_job(m: Measurement, catalog: Catalog, system: System | None = None) -> Job:
+    """Turn one measurement into a prediction job; raise WhichGPUError when it cannot be modelled.
+    `system` applies to the rows whose GPU it can hold (its GPU, or any for a generic chassis)."""
     if m.metric not in METRICS:
         raise InputError(f"unknown metric {m.metric!r}; known: {', '.join(METRICS)}")
     kind = METRICS[m.metric][0]
-    return _throughput_job(m, catalog) if m.metric == "throughput" else _external_job(m, catalog, kind)
+    job = _throughput_job(m, catalog) if m.metric == "throughput" else _external_job(m, catalog, kind)
+    if system is not None and system.gpu in (None, job.gpu.id):
+        job = replace(job, system=system)
+    return job
 
 
 def _measured(m: Measurement, kind: str) -> float | None:
@@ -210,8 +218,6 @@ def _throughput_job(m: Measurement, catalog: Catalog) -> Job:
     img = size if entry.input_kind == "image" else None
     if m.unit not in THROUGHPUT_UNITS:
         raise InputError(f"metric_unit must be one of {', '.join(THROUGHPUT_UNITS)}, got {m.unit!r}")
-    per_node = max(8, gpu.scaleup_domain_gpus or 8)
-    network = "ib-edr-100" if gpu.architecture == "volta" else "ib-hdr-200"
     # Lambda's harness (lambdal/deeplearning-benchmark pytorch/scripts/benchmark_pytorch.sh and
     # config_v1/*.sh) runs NVIDIA's scripts without --memory-format and with NCCL_P2P_DISABLE=1.
     lambda_harness = m.source == "Lambda"
@@ -222,8 +228,7 @@ def _throughput_job(m: Measurement, catalog: Catalog) -> Job:
                         options=options)
     accum = entry.grad_accum(b or entry.default_batch(prec), size) if task == "train" else 1
     engine = engine_of(m)
-    plan = Plan(gpus=n, gpus_per_node=per_node, network=network, engine=engine, grad_accum=accum,
-                p2p=not lambda_harness)
+    plan = Plan(dp=n, engine=engine, grad_accum=accum, p2p=not lambda_harness)
     return Job(m, "step", spec, gpu, plan, engine, m.unit, _measured(m, "step"))
 
 
@@ -274,8 +279,7 @@ def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:
         options.append(("kv_dtype", kv))
     power = m.setting("power_limit_w")
     accum = _int(m, "settings grad_accum", m.setting("grad_accum"), 1) or 1
-    plan = Plan(gpus=1, engine=engine, grad_accum=accum,
-                power_limit_w=float(power) if power else None)
+    plan = Plan(engine=engine, grad_accum=accum, power_limit_w=float(power) if power else None)
     measured = _measured(m, kind)
     if kind in ("decode", "prefill", "ttft", "serve") or (kind == "fits" and entry.causal_lm):
         if not entry.causal_lm:

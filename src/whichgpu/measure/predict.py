@@ -27,6 +27,7 @@ from whichgpu.errors import InputError
 from whichgpu.hardware.engine import Engine
 from whichgpu.measure.jobs import Job
 from whichgpu.perf.estimate import StepEstimate, estimate
+from whichgpu.predict import serving_specs
 from whichgpu.units import GiB, MiB
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import Trace
@@ -58,7 +59,7 @@ def predict(job: Job, trace_of: TraceOf, params: object = None,
     eng = engines.get(job.engine) if engines else None
     if k == "step":
         tr = trace_of(job.spec)
-        est = estimate(tr, job.gpu, job.plan, params, top=0, engine=eng)  # type: ignore[arg-type]
+        est = estimate(tr, job.gpu, job.plan, params, top=0, engine=eng, system=job.system)  # type: ignore[arg-type]
         if job.unit == "tokens/s":
             if not tr.tokens:
                 raise InputError(f"{tr.model} does not count tokens; the row asks for tokens/s")
@@ -81,35 +82,33 @@ def predict(job: Job, trace_of: TraceOf, params: object = None,
         return Prediction(b * job.gen / total / job.per_gpu, total, dec.bound,
                           {"prefill_s": pre.step_s, "decode_step_s": dec.step_s})
     if k in ("memory", "fits"):
-        from whichgpu.memory import MemoryPlan, memory_estimate
+        from whichgpu.memory import memory_estimate
 
         spec = job.spec
         if spec.task == "infer" and job.prompt + job.gen > 0:
             spec = replace(spec, phase="decode", context=job.prompt + job.gen)
         tr = trace_of(spec)
-        mplan = MemoryPlan(grad_accum=job.plan.grad_accum)
-        if job.cuda_context_bytes is not None:
-            mplan = replace(mplan, cuda_context_bytes=job.cuda_context_bytes)
-        mem = memory_estimate(tr, job.gpu, mplan)
+        mplan = replace(job.plan, cuda_context_bytes=job.cuda_context_bytes)
+        mem = memory_estimate(tr, job.gpu, mplan, job.system)
         if k == "fits":
             return Prediction(1.0 if mem.fits else 0.0, 0.0, "", {"total_bytes": mem.total_bytes,
                                                                   "capacity_bytes": mem.capacity_bytes})
         return Prediction(mem.total_bytes / MiB, 0.0, "", {"total_bytes": mem.total_bytes})
     if k == "weights":
-        from whichgpu.memory import MemoryPlan, memory_estimate
+        from whichgpu.memory import memory_estimate
 
         tr = trace_of(job.spec)
-        mem = memory_estimate(tr, job.gpu, MemoryPlan())
+        mem = memory_estimate(tr, job.gpu, job.plan, job.system)
         return Prediction(mem.weights.bytes / GiB, 0.0, "", {})
     raise InputError(f"unknown prediction kind {k!r}")
 
 
 def _prefill(job: Job, trace_of: TraceOf, params: object, eng: Engine | None) -> tuple[StepEstimate, Trace]:
-    tr = trace_of(replace(job.spec, phase="prefill", seq_len=job.prompt))
-    return estimate(tr, job.gpu, job.plan, params, top=0, engine=eng), tr  # type: ignore[arg-type]
+    tr = trace_of(serving_specs(job.spec, job.prompt)[0])
+    return estimate(tr, job.gpu, job.plan, params, top=0, engine=eng, system=job.system), tr  # type: ignore[arg-type]
 
 
 def _decode(job: Job, trace_of: TraceOf, params: object, eng: Engine | None) -> tuple[StepEstimate, Trace]:
-    ctx = max(1, job.prompt + job.gen // 2)
-    tr = trace_of(replace(job.spec, phase="decode", context=ctx))
-    return estimate(tr, job.gpu, job.plan, params, top=0, engine=eng), tr  # type: ignore[arg-type]
+    ctx = max(1, job.prompt + job.gen // 2)  # the mean context over the generated tokens
+    tr = trace_of(replace(serving_specs(job.spec, job.prompt)[1], context=ctx))
+    return estimate(tr, job.gpu, job.plan, params, top=0, engine=eng, system=job.system), tr  # type: ignore[arg-type]

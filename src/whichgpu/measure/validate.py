@@ -26,6 +26,7 @@ from typing import Any
 
 from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.catalog import Catalog, read_toml
+from whichgpu.hardware.system import System
 from whichgpu.measure.corpus import Measurement, read_measurements
 from whichgpu.measure.jobs import METRICS, row_job
 from whichgpu.measure.predict import predict
@@ -204,8 +205,9 @@ def read_rows(path: str) -> list[Measurement]:
 def run(rows: Iterable[Measurement], catalog: Catalog, params: Any = None,
         trace_of: Callable[[WorkloadSpec], Trace] | None = None,
         progress: Callable[[int, int], None] | None = None,
-        exclusions: dict[str, str] | None = None) -> Validation:
-    """Predict every row; score those with a value."""
+        exclusions: dict[str, str] | None = None, system: System | None = None) -> Validation:
+    """Predict every row; score those with a value. `system` replaces the default system of the
+    rows on its GPU (every row for a generic chassis)."""
     from whichgpu.workload.api import get_trace
 
     get = trace_of or get_trace
@@ -233,7 +235,7 @@ def run(rows: Iterable[Measurement], catalog: Catalog, params: Any = None,
         extra: dict[str, Any] = {"size": m.size or m.seq_len or m.image_size,
                                  "setting": ";".join(f"{k}={v}" for k, v in m.settings)}
         try:
-            job = row_job(m, catalog)
+            job = row_job(m, catalog, system)
             p = predict(job, traced, params)
             ape = signed = None
             if job.measured is not None and job.kind != "fits":

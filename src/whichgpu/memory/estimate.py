@@ -11,16 +11,18 @@ The lines are evaluated at the peak moment, so they add up to the total.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from whichgpu.hardware.engine import DEFAULT_ENGINE
 from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System, default_system
 from whichgpu.memory.allowances import workspace
 from whichgpu.memory.inference import inference
 from whichgpu.memory.lines import ZERO, MemoryLine, gb, precision_of
-from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.plan import cuda_context_bytes, fragmentation
 from whichgpu.memory.training import training
+from whichgpu.parallel.plan import Plan
 from whichgpu.perf.bands import Band, load_bands, workload_family
 from whichgpu.units import GB, GiB
 from whichgpu.workload.trace import Trace
@@ -44,18 +46,10 @@ LINE_TITLES: dict[str, str] = {
 class MemoryEstimate:
     """Per-GPU peak memory of one step and where it goes."""
 
-    model: str
-    task: str
-    phase: str
-    batch_size: int
-    seq_len: int | None
-    image_size: int | None
-    context: int | None
-    precision: str
-    optimizer: str
+    trace: Trace = field(repr=False, compare=False)  # the step estimated: model, task, sizes, precision
     gpu_id: str
     gpu_name: str
-    plan: MemoryPlan
+    plan: Plan
     weights: MemoryLine
     gradients: MemoryLine
     master_weights: MemoryLine
@@ -116,13 +110,14 @@ class MemoryEstimate:
         return tuple((k, getattr(self, k)) for k in LINE_TITLES)
 
     def to_dict(self) -> dict[str, Any]:
+        t = self.trace
         return {
-            "workload": {"model": self.model, "task": self.task, "phase": self.phase, "batch_size": self.batch_size,
-                         "seq_len": self.seq_len, "image_size": self.image_size, "context": self.context,
-                         "precision": self.precision, "optimizer": self.optimizer, "params": self.params,
+            "workload": {"model": t.model, "task": t.task, "phase": t.phase, "batch_size": t.batch_size,
+                         "seq_len": t.seq_len, "image_size": t.image_size, "context": t.context,
+                         "precision": t.precision, "optimizer": t.optimizer, "params": self.params,
                          "trainable_params": self.trainable_params},
             "gpu": {"id": self.gpu_id, "name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
-            "plan": asdict(self.plan),
+            "plan": self.plan.to_dict(),
             "breakdown": [{"line": k, "title": LINE_TITLES[k], "bytes": v.bytes, "gb": v.bytes / GB,
                            "host_bytes": v.host_bytes, "assumption": v.assumption} for k, v in self.lines()],
             "total_bytes": self.total_bytes, "total_gb": self.total_bytes / GB,
@@ -146,7 +141,7 @@ def memory_confidence(trace: Trace, gpu: GpuSpec) -> tuple[Band | None, tuple[st
     bands = load_bands()
     if not bands.bands:
         return None, ()
-    family = workload_family(trace.model_meta)
+    family = workload_family(trace.shape)
     return (bands.lookup(DEFAULT_ENGINE, "memory", family, gpu.architecture),
             bands.outside(DEFAULT_ENGINE, trace.precision, trace.task, family, gpu.architecture))
 
@@ -155,25 +150,32 @@ def capacity_bytes(gpu: GpuSpec) -> float:
     return gpu.memory_gb * GiB * USABLE_FRACTION
 
 
-def memory_estimate(trace: Trace, gpu: GpuSpec, plan: MemoryPlan | None = None) -> MemoryEstimate:
-    """Peak memory per GPU of one step of `trace` on `gpu` under `plan`."""
-    plan = plan or MemoryPlan()
+def memory_estimate(trace: Trace, gpu: GpuSpec, plan: Plan | None = None,
+                    system: System | None = None) -> MemoryEstimate:
+    """Peak memory per GPU of one step of `trace` on `gpu` under `plan`, in `system` (default: the
+    GPU's usual system; it sets the node of fsdp-hybrid sharding)."""
+    plan = plan or Plan()
     plan.validate(trace.task)
+    plan.check_trace(trace.batch_size, trace.checkpointing, trace.precision)
+    plan.require_modelled(tp_traced=trace.shape.tp > 1)
+    system = system or default_system(gpu)
+    shard_gpus = plan.shard_gpus(system.gpus_per_node)
+    frag, ctx = fragmentation(plan), cuda_context_bytes(plan)
     prec = precision_of(trace)
     ws_bytes, ws_text = workspace(gpu, trace)
     common = {
         "workspace": MemoryLine(ws_bytes, ws_text),
-        "cuda_context": MemoryLine(plan.cuda_context_bytes, f"{gb(plan.cuda_context_bytes)} per process "
+        "cuda_context": MemoryLine(ctx, f"{gb(ctx)} per process "
                                    "(CUDA 12 lazy module loading; outside PyTorch's allocator)"),
     }
     if trace.task == "train":
-        parts, peak_phase, module, act_peak, notes = training(trace, plan, prec)
+        parts, peak_phase, module, act_peak, notes = training(trace, plan, prec, shard_gpus)
     else:
         parts, peak_phase, module, act_peak, notes = inference(trace, plan, prec)
     parts.update(common)
     churn = sum(parts[k].bytes for k in ("activations", "gradients", "optimizer_temporaries", "gathered_params")
                 if k in parts)
-    parts["fragmentation"] = MemoryLine(plan.fragmentation * churn, f"{100 * plan.fragmentation:g}% of the memory "
+    parts["fragmentation"] = MemoryLine(frag * churn, f"{100 * frag:g}% of the memory "
                                         "that churns in a step (activations, gradients, temporaries, gathered shards)")
     lines = {k: parts.get(k, ZERO) for k in LINE_TITLES}
     total = sum(v.bytes for v in lines.values())
@@ -181,12 +183,13 @@ def memory_estimate(trace: Trace, gpu: GpuSpec, plan: MemoryPlan | None = None) 
     assumptions = {
         "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} usable = {gb(cap)}",
         "precision": f"{prec.name}: {prec.description}",
-        "fragmentation": f"{plan.fragmentation:g} of churning memory",
-        "cuda_context": gb(plan.cuda_context_bytes),
+        "fragmentation": f"{frag:g} of churning memory",
+        "cuda_context": gb(ctx),
     }
     if trace.task == "train":
         assumptions.update({
-            "sharding": f"{plan.sharding} over {plan.gpus} GPU(s)" + (", optimizer offloaded to CPU" if plan.offload_optimizer else ""),
+            "sharding": f"{plan.sharding_label} over {plan.dp} GPU(s)"
+                        + (f", sharded over {shard_gpus} per node ({system.name})" if shard_gpus != plan.dp else "") + (", optimizer offloaded to CPU" if plan.offload_optimizer else ""),
             "gradients": ("zero_grad(set_to_none=True): allocated during backward" if plan.set_to_none and plan.grad_accum == 1
                           else "kept live through the step (set_to_none=False or gradient accumulation)"),
             "master_weights": ("the FP32 parameters are the master weights" if prec.param_dtype == "float32" else
@@ -196,8 +199,6 @@ def memory_estimate(trace: Trace, gpu: GpuSpec, plan: MemoryPlan | None = None) 
     band, outside = memory_confidence(trace, gpu)
     return MemoryEstimate(
         band=band, outside=outside,
-        model=trace.model, task=trace.task, phase=trace.phase, batch_size=trace.batch_size, seq_len=trace.seq_len,
-        image_size=trace.image_size, context=trace.context, precision=trace.precision, optimizer=trace.optimizer,
-        gpu_id=gpu.id, gpu_name=gpu.name, plan=plan, total_bytes=total, capacity_bytes=cap, peak_phase=peak_phase,
+        trace=trace, gpu_id=gpu.id, gpu_name=gpu.name, plan=plan, total_bytes=total, capacity_bytes=cap, peak_phase=peak_phase,
         peak_module=module, activation_peak_bytes=act_peak, params=trace.params,
         trainable_params=trace.trainable_params, assumptions=assumptions, notes=tuple(notes), **lines)

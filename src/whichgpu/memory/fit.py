@@ -17,9 +17,11 @@ from typing import Any
 
 from whichgpu.errors import CaptureError, WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System
 from whichgpu.memory.estimate import MemoryEstimate, memory_estimate
-from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.search import fewest, line_aim
 from whichgpu.memory.states import parse_optimizer
+from whichgpu.parallel.plan import Plan, Sharding
 from whichgpu.units import GB
 from whichgpu.workload.trace import Trace
 
@@ -43,7 +45,7 @@ class Suggestion:
     """One change, alone, to the configuration as given."""
 
     change: str  # what to change, in words
-    how: str  # the command-line flags that make the change
+    changes: tuple[tuple[str, Any], ...]  # (WorkloadSpec or Plan field, value) that make the change
     total_bytes: float  # per GPU with this change alone
     saves_bytes: float  # versus the configuration as given
     fits: bool
@@ -51,7 +53,7 @@ class Suggestion:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"change": self.change, "how": self.how, "total_bytes": self.total_bytes,
+        return {"change": self.change, "changes": dict(self.changes), "total_bytes": self.total_bytes,
                 "total_gb": self.total_bytes / GB, "saves_bytes": self.saves_bytes, "saves_gb": self.saves_bytes / GB,
                 "fits": self.fits, "gpus": self.gpus, "note": self.note}
 
@@ -62,6 +64,8 @@ class FitReport:
     batch: BatchSearch | None
     suggestions: tuple[Suggestion, ...]
     suggestions_batch: int = 0  # the batch the suggestions were evaluated at (0: none made)
+    finetune: str = "full"  # as the trace was captured ("lora (rank 16, 224 layers)")
+    checkpointing: str = "none"
 
     @property
     def never_fits(self) -> bool:
@@ -82,8 +86,8 @@ class FitReport:
 
 # ---- largest batch ----------------------------------------------------------------------------
 
-def max_batch(trace_for: TraceFor, gpu: GpuSpec, plan: MemoryPlan,
-              known: dict[int, MemoryEstimate] | None = None, limit: int = MAX_BATCH) -> BatchSearch:
+def max_batch(trace_for: TraceFor, gpu: GpuSpec, plan: Plan,
+              known: dict[int, MemoryEstimate] | None = None, limit: int = MAX_BATCH, system: System | None = None) -> BatchSearch:
     """Largest batch that fits: grow the batch (at most x64 a step) until one does not fit, then
     close the bracket.
 
@@ -101,7 +105,7 @@ def max_batch(trace_for: TraceFor, gpu: GpuSpec, plan: MemoryPlan,
             t = trace_for(batch_size=b)
             if t is None:
                 raise WhichGPUError("the batch size of this workload cannot be changed")
-            cache[b] = memory_estimate(t, gpu, plan)
+            cache[b] = memory_estimate(t, gpu, plan, system)
             order.append((b, cache[b].total_bytes))
         return cache[b]
 
@@ -110,10 +114,7 @@ def max_batch(trace_for: TraceFor, gpu: GpuSpec, plan: MemoryPlan,
 
     def aim(b1: int, b2: int) -> int | None:
         """Batch where the line through (b1, m1), (b2, m2) reaches capacity."""
-        m1, m2 = est(b1).total_bytes, est(b2).total_bytes
-        if b2 == b1 or m2 <= m1:
-            return None
-        return b1 + int((est(b1).capacity_bytes - m1) * (b2 - b1) / (m2 - m1))
+        return line_aim(b1, est(b1).total_bytes, b2, est(b2).total_bytes, est(b1).capacity_bytes)
 
     # The smallest batch the model can run (batch norm needs two values per channel, ...).
     start = None
@@ -169,42 +170,32 @@ def _try(trace_for: TraceFor, **changes: Any) -> Trace | None:
         return None
 
 
-def _suggest(base: MemoryEstimate, e: MemoryEstimate | None, change: str, how: str, gpus: int = 1,
+def _suggest(base: MemoryEstimate, e: MemoryEstimate | None, change: str, changes: dict[str, Any], gpus: int = 1,
              note: str = "") -> Suggestion | None:
     if e is None:
         return None
-    return Suggestion(change, how, e.total_bytes, base.total_bytes - e.total_bytes, e.fits, gpus, note)
+    return Suggestion(change, tuple(changes.items()), e.total_bytes, base.total_bytes - e.total_bytes, e.fits, gpus,
+                      note)
 
 
-def _gpus_needed(trace: Trace, gpu: GpuSpec, plan: MemoryPlan, sharding: str) -> tuple[int, MemoryEstimate]:
+def _gpus_needed(trace: Trace, gpu: GpuSpec, plan: Plan, sharding: Sharding, system: System | None = None) -> tuple[int, MemoryEstimate]:
     """Fewest GPUs (doubling, then bisection) with which `sharding` fits; MAX_GPUS if none."""
     def est(n: int) -> MemoryEstimate:
-        return memory_estimate(trace, gpu, replace(plan, gpus=n, sharding=sharding))
+        return memory_estimate(trace, gpu, replace(plan, dp=n, sharding=sharding), system)
 
-    lo = max(plan.gpus, 1)
-    hi = max(2, lo)
-    while not est(hi).fits:
-        if hi >= MAX_GPUS:
-            return MAX_GPUS, est(MAX_GPUS)
-        lo, hi = hi, min(hi * 2, MAX_GPUS)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if est(mid).fits:
-            hi = mid
-        else:
-            lo = mid
-    return hi, est(hi)
+    n = fewest(lambda k: est(k).fits, plan.dp, MAX_GPUS)
+    return (n, est(n)) if n is not None else (MAX_GPUS, est(MAX_GPUS))
 
 
-def _largest(trace_for: TraceFor, gpu: GpuSpec, plan: MemoryPlan, field: str, current: int,
-             unit: int) -> tuple[int, MemoryEstimate] | None:
+def _largest(trace_for: TraceFor, gpu: GpuSpec, plan: Plan, field: str, current: int,
+             unit: int, system: System | None = None) -> tuple[int, MemoryEstimate] | None:
     """Largest multiple of `unit` below `current` for `field` (seq_len, context) that fits."""
     cache: dict[int, MemoryEstimate | None] = {}
 
     def est(n: int) -> MemoryEstimate | None:
         if n not in cache:
             t = _try(trace_for, **{field: n})
-            cache[n] = memory_estimate(t, gpu, plan) if t is not None else None
+            cache[n] = memory_estimate(t, gpu, plan, system) if t is not None else None
         return cache[n]
 
     lo, hi = 0, (current - 1) // unit + 1  # in units; hi * unit >= current does not fit
@@ -223,16 +214,16 @@ def _largest(trace_for: TraceFor, gpu: GpuSpec, plan: MemoryPlan, field: str, cu
     return (lo * unit, best) if best is not None else None
 
 
-def suggestions(trace: Trace, gpu: GpuSpec, plan: MemoryPlan, trace_for: TraceFor, base: MemoryEstimate,
-                batch: BatchSearch | None = None) -> tuple[Suggestion, ...]:
+def suggestions(trace: Trace, gpu: GpuSpec, plan: Plan, trace_for: TraceFor, base: MemoryEstimate,
+                batch: BatchSearch | None = None, system: System | None = None) -> tuple[Suggestion, ...]:
     """Changes that each, alone, reduce the per-GPU peak, with what they save and whether they fit."""
     out: list[Suggestion | None] = []
 
-    def est(t: Trace | None, p: MemoryPlan = plan) -> MemoryEstimate | None:
+    def est(t: Trace | None, p: Plan = plan) -> MemoryEstimate | None:
         if t is None:
             return None
         try:
-            return memory_estimate(t, gpu, p)
+            return memory_estimate(t, gpu, p, system)
         except WhichGPUError:
             return None
 
@@ -241,107 +232,107 @@ def suggestions(trace: Trace, gpu: GpuSpec, plan: MemoryPlan, trace_for: TraceFo
         current = trace.checkpointing if trace.checkpointing in order else "none"
         for mode in order[order.index(current) + 1:]:
             out.append(_suggest(base, est(_try(trace_for, checkpointing=mode)), f"activation checkpointing ({mode})",
-                                f"--checkpointing {mode}", note="recomputes the blocks' forward in backward"
+                                {"checkpointing": mode}, note="recomputes the blocks' forward in backward"
                                 if mode == "full" else "recomputes elementwise ops, keeps GEMM outputs"))
         if trace.precision in ("fp32", "tf32"):
             p16 = "amp-bf16" if gpu.supports("bf16") is not False else "amp-fp16"
             out.append(_suggest(base, est(_try(trace_for, precision=p16)), f"16-bit activations ({p16})",
-                                f"--precision {p16}"))
+                                {"precision": p16}))
         elif trace.precision in ("amp-bf16", "amp-fp16"):
             p16 = trace.precision.removeprefix("amp-")
             e = est(_try(trace_for, precision=p16))
             if e is not None and e.total_bytes < base.total_bytes:
-                out.append(_suggest(base, e, f"16-bit parameters ({p16}, FP32 master weights)", f"--precision {p16}"))
+                out.append(_suggest(base, e, f"16-bit parameters ({p16}, FP32 master weights)", {"precision": p16}))
         opt = parse_optimizer(trace.optimizer)
         if opt.name in ("adam", "adamw") and not opt.eight_bit and plan.optimizer_state_bits != 8:
             out.append(_suggest(base, est(trace, replace(plan, optimizer_state_bits=8)), "8-bit optimizer states "
-                                "(bitsandbytes AdamW8bit)", "--optimizer adamw-8bit"))
+                                "(bitsandbytes AdamW8bit)", {"optimizer_state_bits": 8}))
         if base.optimizer_temporaries.bytes > 0 and opt.impl != "fused":
             out.append(_suggest(base, est(_try(trace_for, optimizer_impl="fused")), "fused optimizer step "
-                                "(no foreach temporaries)", "--optimizer-impl fused"))
-        full = "fsdp-full" if plan.sharding.startswith("fsdp") else "zero3"
+                                "(no foreach temporaries)", {"optimizer_impl": "fused"}))
+        full: Sharding = "fsdp-full" if plan.sharding.startswith("fsdp") else "zero3"
         if plan.sharding != full or not base.fits:
-            n, e = _gpus_needed(trace, gpu, plan, full)
+            n, e = _gpus_needed(trace, gpu, plan, full, system)
             if e.fits:  # (when activations alone exceed the GPU, no number of GPUs helps)
                 label = "FSDP full sharding" if full == "fsdp-full" else "ZeRO-3"
-                out.append(_suggest(base, e, f"{label} over {n} GPUs", f"--sharding {full} --gpus {n}", gpus=n,
+                out.append(_suggest(base, e, f"{label} over {n} GPUs", {"sharding": full, "dp": n}, gpus=n,
                                     note="model states sharded; activations stay per GPU"))
         if not plan.offload_optimizer and opt.name != "none":
             shard = plan.sharding if plan.sharding != "ddp" else "zero2"
-            out.append(_suggest(base, est(trace, replace(plan, sharding=shard, offload_optimizer=True)),
+            out.append(_suggest(base, est(trace, replace(plan, sharding=shard, offload="optimizer")),
                                 "optimizer states in CPU RAM (ZeRO-Offload)",
-                                f"--sharding {shard} --offload-optimizer", gpus=plan.gpus))
+                                {"sharding": shard, "offload": "optimizer"}, gpus=plan.dp))
         ft = (trace.finetune or "full").split()[0]
         if ft == "full":
             for mode in ("lora", "qlora"):
-                out.append(_suggest(base, est(_try(trace_for, finetune=mode), replace(plan, finetune=mode)),
+                out.append(_suggest(base, est(_try(trace_for, finetune=mode)),
                                     f"{'QLoRA' if mode == 'qlora' else 'LoRA'} fine-tuning",
-                                    f"--finetune {mode}", note="adapters on every linear layer but the head"
+                                    {"finetune": mode}, note="adapters on every linear layer but the head"
                                     + (", 4-bit NF4 base" if mode == "qlora" else "")))
     else:
         if trace.precision not in ("int8", "int4"):
             for p in ("int8", "int4"):
                 out.append(_suggest(base, est(_try(trace_for, precision=p)), f"{p} weights (weight-only quantization)",
-                                    f"--precision {p}"))
+                                    {"precision": p}))
         elif trace.precision == "int8":
-            out.append(_suggest(base, est(_try(trace_for, precision="int4")), "int4 weights", "--precision int4"))
+            out.append(_suggest(base, est(_try(trace_for, precision="int4")), "int4 weights", {"precision": "int4"}))
     # shorter sequence / context
     if trace.phase == "decode" and trace.context:
-        found = _largest(trace_for, gpu, plan, "context", trace.context, 64 if trace.context >= 256 else 8)
+        found = _largest(trace_for, gpu, plan, "context", trace.context, 64 if trace.context >= 256 else 8, system)
         if found:
-            out.append(_suggest(base, found[1], f"context {found[0]}", f"--context {found[0]}"))
+            out.append(_suggest(base, found[1], f"context {found[0]}", {"context": found[0]}))
     elif trace.seq_len and trace.seq_len > 1:
-        found = _largest(trace_for, gpu, plan, "seq_len", trace.seq_len, 64 if trace.seq_len >= 256 else 8)
+        found = _largest(trace_for, gpu, plan, "seq_len", trace.seq_len, 64 if trace.seq_len >= 256 else 8, system)
         if found:
-            out.append(_suggest(base, found[1], f"sequence length {found[0]}", f"--seq-len {found[0]}"))
+            out.append(_suggest(base, found[1], f"sequence length {found[0]}", {"seq_len": found[0]}))
     if batch is not None and 0 < batch.max_batch < trace.batch_size and batch.estimate is not None:
         accum = math.ceil(trace.batch_size / batch.max_batch)
-        out.append(_suggest(base, batch.estimate, f"batch size {batch.max_batch}", f"--batch-size {batch.max_batch}",
+        out.append(_suggest(base, batch.estimate, f"batch size {batch.max_batch}", {"batch_size": batch.max_batch},
                             note=f"gradient accumulation x{accum} keeps the effective batch"
                             if trace.task == "train" else ""))
     found_s = [s for s in out if s is not None and s.saves_bytes > 0]
     return tuple(sorted(found_s, key=lambda s: (not s.fits, s.gpus, -s.saves_bytes)))
 
 
-def _combined(trace: Trace, gpu: GpuSpec, plan: MemoryPlan, trace_for: TraceFor,
-              base: MemoryEstimate) -> Suggestion | None:
+def _combined(trace: Trace, gpu: GpuSpec, plan: Plan, trace_for: TraceFor,
+              base: MemoryEstimate, system: System | None = None) -> Suggestion | None:
     """When no single change fits a training step: full checkpointing plus full sharding."""
     t = trace if trace.checkpointing == "full" else _try(trace_for, checkpointing="full")
     if t is None:
         return None
-    full = "fsdp-full" if plan.sharding.startswith("fsdp") else "zero3"
-    n, e = _gpus_needed(t, gpu, plan, full)
+    full: Sharding = "fsdp-full" if plan.sharding.startswith("fsdp") else "zero3"
+    n, e = _gpus_needed(t, gpu, plan, full, system)
     if not e.fits:
         return None
     label = "FSDP full sharding" if full == "fsdp-full" else "ZeRO-3"
     return Suggestion(f"activation checkpointing (full) + {label} over {n} GPUs",
-                      f"--checkpointing full --sharding {full} --gpus {n}", e.total_bytes,
+                      (("checkpointing", "full"), ("sharding", full), ("dp", n)), e.total_bytes,
                       base.total_bytes - e.total_bytes, True, n)
 
 
-def fit(trace: Trace, gpu: GpuSpec, plan: MemoryPlan, trace_for: TraceFor, search_batch: bool = True,
-        suggest: bool | None = None) -> FitReport:
+def fit(trace: Trace, gpu: GpuSpec, plan: Plan, trace_for: TraceFor, search_batch: bool = True,
+        suggest: bool | None = None, system: System | None = None) -> FitReport:
     """The estimate as given, the largest batch that fits and, when it does not fit, what would.
 
     When not even batch 1 fits, the suggestions are made for batch 1; when no single change is
     enough for a training step, checkpointing plus full sharding is tried together.
     """
-    base = memory_estimate(trace, gpu, plan)
-    batch = max_batch(trace_for, gpu, plan, known={trace.batch_size: base}) if search_batch else None
+    base = memory_estimate(trace, gpu, plan, system)
+    batch = max_batch(trace_for, gpu, plan, known={trace.batch_size: base}, system=system) if search_batch else None
     want = (not base.fits) if suggest is None else suggest
     if not want:
-        return FitReport(base, batch, ())
+        return FitReport(base, batch, (), 0, trace.finetune, trace.checkpointing)
     t, b0 = trace, base
     if batch is not None and batch.max_batch == 0 and trace.batch_size > 1:
         t1 = _try(trace_for, batch_size=1)
         if t1 is not None:
-            t, b0 = t1, memory_estimate(t1, gpu, plan)
-    sugg = list(suggestions(t, gpu, plan, trace_for if t is trace else _rebatch(trace_for, 1), b0, batch))
+            t, b0 = t1, memory_estimate(t1, gpu, plan, system)
+    sugg = list(suggestions(t, gpu, plan, trace_for if t is trace else _rebatch(trace_for, 1), b0, batch, system))
     if t.task == "train" and not any(x.fits for x in sugg):
-        c = _combined(t, gpu, plan, trace_for if t is trace else _rebatch(trace_for, 1), b0)
+        c = _combined(t, gpu, plan, trace_for if t is trace else _rebatch(trace_for, 1), b0, system)
         if c is not None:
             sugg.insert(0, c)
-    return FitReport(base, batch, tuple(sugg), t.batch_size)
+    return FitReport(base, batch, tuple(sugg), t.batch_size, trace.finetune, trace.checkpointing)
 
 
 def _rebatch(trace_for: TraceFor, batch: int) -> TraceFor:

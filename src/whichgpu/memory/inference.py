@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from whichgpu.memory.lifetime import simulate
-from whichgpu.memory.lines import MemoryLine, count, param_elem_bytes
-from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.lines import MemoryLine, count
 from whichgpu.memory.weights import kv_cache_bytes
+from whichgpu.parallel.plan import Plan
 from whichgpu.workload.precision import Precision
 from whichgpu.workload.trace import Trace
 
 Parts = tuple[dict[str, MemoryLine], str, str, float, list[str]]
 
 
-def inference(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
+def inference(trace: Trace, plan: Plan, prec: Precision) -> Parts:
     """(lines, peak phase, peak module, activation peak, notes) of an inference step."""
     notes: list[str] = []
     tl = simulate(trace, grads_in_step=False)
     pk = tl.activation_peak()
-    meta = trace.model_meta
+    shape = trace.shape
     if prec.weight_bits:
         # The trace's parameter bytes are as stored: quantised linear weights (scales included)
         # and the rest in 16 bits (workload/capture.py quantized_storages).
@@ -31,16 +33,16 @@ def inference(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
     inputs = float(trace.input_bytes)
     if trace.phase in ("prefill", "decode"):
         positions = (trace.seq_len or 0) if trace.phase == "prefill" else (trace.context or 0) + 1
-        kv_elem = float(meta.get("kv_bytes") or (4.0 if prec.name in ("fp32", "tf32") else 2.0))
-        kv = kv_cache_bytes(meta, trace.batch_size, positions, kv_elem)
-        stored_elem = param_elem_bytes(prec)
-        traced_layers = int(meta.get("layers") or 0) - sum(int(x) for x in trace.repeats.values())
-        traced = kv_cache_bytes({**meta, "layers": traced_layers}, trace.batch_size, positions, stored_elem) if kv else None
+        kv_elem = float(shape.kv_bytes or (4.0 if prec.name in ("fp32", "tf32") else 2.0))
+        kv = kv_cache_bytes(shape, trace.batch_size, positions, kv_elem)
+        stored_elem = prec.param_bytes
+        traced_layers = shape.layers - sum(int(x) for x in trace.repeats.values())
+        traced = kv_cache_bytes(replace(shape, layers=traced_layers), trace.batch_size, positions, stored_elem) if kv else None
         if kv is not None and traced is not None:
-            layers, kvh, d = meta["layers"], meta["kv_heads"], meta["head_dim"]
+            layers, kvh, d = shape.layers, shape.kv_heads, shape.head_dim
             parts["kv_cache"] = MemoryLine(kv, f"2 x {layers} layers x {kvh} KV heads x {d} x {positions} positions "
                                                f"x batch {trace.batch_size} x {kv_elem:g} B"
-                                               + (f" (GQA: {meta.get('heads')} query heads)" if kvh != meta.get("heads") else ""))
+                                               + (f" (GQA: {shape.heads} query heads)" if kvh != shape.heads else ""))
             inputs = max(inputs - traced, 0.0)
         else:
             notes.append("KV cache not separated: the model has no decoder description")

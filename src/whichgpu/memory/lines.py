@@ -41,6 +41,3 @@ def precision_of(trace: Trace) -> Precision:
         raise InputError(f"trace precision {trace.precision!r} is unknown; valid: {', '.join(POLICIES)}")
     return get_precision(trace.precision, trace.task)
 
-
-def param_elem_bytes(p: Precision) -> float:
-    return 4.0 if p.param_dtype == "float32" else 2.0

@@ -43,11 +43,8 @@ import math
 from dataclasses import dataclass
 
 from whichgpu.errors import InputError, UnknownNameError
+from whichgpu.parallel.plan import FULL_SHARD, GRAD_SHARD, SHARDINGS
 from whichgpu.workload.optim import FUSED, N_STATES, PLANS
-
-SHARDINGS: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op")
-FULL_SHARD = ("zero3", "fsdp-full")
-GRAD_SHARD = ("zero2", "zero3", "fsdp-full", "fsdp-grad-op")
 
 # bitsandbytes 8-bit optimizers (Dettmers et al. 2022, "8-bit Optimizers via Block-wise
 # Quantization"): each state is stored in 8 bits with one FP32 absmax per block of 2048 values.

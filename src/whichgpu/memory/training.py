@@ -3,13 +3,10 @@ optimizer step, communication buffers."""
 
 from __future__ import annotations
 
-from whichgpu.errors import InputError
 from whichgpu.memory.allowances import NCCL_BUFFER_BYTES
 from whichgpu.memory.lifetime import Timeline, simulate
-from whichgpu.memory.lines import MemoryLine, count, gb, param_elem_bytes, snap
-from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.lines import MemoryLine, count, gb, snap
 from whichgpu.memory.states import (
-    FULL_SHARD,
     OptimizerInfo,
     model_states,
     optimizer_state_bytes,
@@ -20,6 +17,7 @@ from whichgpu.memory.states import (
     state_count,
 )
 from whichgpu.memory.weights import linear_params
+from whichgpu.parallel.plan import FULL_SHARD, Plan
 from whichgpu.workload.precision import Precision
 from whichgpu.workload.trace import Trace
 
@@ -29,11 +27,11 @@ Parts = tuple[dict[str, MemoryLine], str, str, float, list[str]]
 def _unit_params(trace: Trace, tl: Timeline, grad_elem: float) -> tuple[float, str]:
     """Parameters gathered at once under ZeRO-3 / FSDP full sharding: one repeated block (FSDP
     wraps each transformer block), else the largest parameter tensor (DeepSpeed gathers per module)."""
-    meta = trace.model_meta
-    lin = linear_params(meta)
-    if lin is not None and int(meta.get("layers") or 0) > 0:
-        h = int(meta.get("hidden") or 0)
-        return lin / int(meta["layers"]) + 2 * h, "one transformer block"
+    shape = trace.shape
+    lin = linear_params(shape)
+    if lin is not None and shape.layers > 0:
+        h = shape.hidden
+        return lin / shape.layers + 2 * h, "one transformer block"
     if tl.windows and grad_elem > 0 and max(w.grad_bytes for w in tl.windows) > 0:
         return max(w.grad_bytes for w in tl.windows) / grad_elem, "one repeated block"
     if tl.grad_tensors and grad_elem > 0:
@@ -41,21 +39,19 @@ def _unit_params(trace: Trace, tl: Timeline, grad_elem: float) -> tuple[float, s
     return 0.0, "nothing (no trainable parameters)"
 
 
-def training(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
-    """(lines, peak phase, peak module, activation peak, notes) of a training step."""
+def training(trace: Trace, plan: Plan, prec: Precision, shard_gpus: int) -> Parts:
+    """(lines, peak phase, peak module, activation peak, notes) of a training step; the model
+    states are sharded over `shard_gpus` (Plan.shard_gpus)."""
     notes: list[str] = []
     opt: OptimizerInfo = parse_optimizer(trace.optimizer)
     if plan.optimizer_state_bits == 8 and not opt.eight_bit and opt.name != "none":
         opt = OptimizerInfo(opt.name, "fused", True)  # bitsandbytes 8-bit optimizer
     trainable = float(trace.trainable_params)
     traced_ft = (getattr(trace, "finetune", "full") or "full").split()[0]
-    if plan.finetune != "full" and traced_ft != plan.finetune:
-        raise InputError(f"--finetune {plan.finetune}: the trace of {trace.model} was captured with finetune "
-                         f"{traced_ft!r}; capture it with the same mode (WorkloadSpec.finetune)")
     grads_in_step = plan.set_to_none and plan.grad_accum == 1
     drop_casts = plan.sharding in FULL_SHARD and prec.autocast is not None
     tl = simulate(trace, grads_in_step=grads_in_step, drop_weight_casts=drop_casts)
-    ge = snap(tl.param_grad_bytes / trainable) if trainable and tl.param_grad_bytes else param_elem_bytes(prec)
+    ge = snap(tl.param_grad_bytes / trainable) if trainable and tl.param_grad_bytes else prec.param_bytes
     master = plan.master_weights and ge < 4.0 and opt.name != "none" and trainable > 0
     # ---- weights -----------------------------------------------------------------------------
     w_bytes = float(trace.param_bytes + trace.buffer_bytes)
@@ -71,14 +67,14 @@ def training(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
     numels = tuple(b / ge for b, n in tl.grad_tensors for _ in range(n)) if opt.name == "adafactor" else ()
     states_b = optimizer_state_bytes(opt, trainable, value_bytes, numels)
     unit, unit_text = _unit_params(trace, tl, ge)
-    gather_elem = 2.0 if (prec.autocast or param_elem_bytes(prec) == 2.0) else 4.0
+    gather_elem = prec.gathered_param_bytes
     ms = model_states(weight_bytes=w_bytes, trainable=trainable, grad_elem_bytes=ge, master=master,
-                      state_bytes=states_b, sharding=plan.sharding, gpus=plan.gpus, offload=plan.offload_optimizer,
+                      state_bytes=states_b, sharding=plan.sharding, gpus=shard_gpus, offload=plan.offload_optimizer,
                       unit_params=unit, gather_elem_bytes=gather_elem)
-    fw, fg, fo = shard_factors(plan.sharding, plan.gpus)
+    fw, fg, fo = shard_factors(plan.sharding, shard_gpus)
     full_grads = trainable * ge
     grad_weight = ms.grads / full_grads if full_grads else 0.0
-    shard_txt = {1.0: "replicated"}.get(fw, f"sharded 1/{plan.gpus}")
+    shard_txt = {1.0: "replicated"}.get(fw, f"sharded 1/{shard_gpus}")
     # ---- the two candidate peaks ---------------------------------------------------------------
     temp = 0.0 if plan.offload_optimizer else optimizer_temp_bytes(opt, trainable) * fo
     if grads_in_step:
@@ -94,7 +90,7 @@ def training(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
         phase, module, act, grads, tmp = pk.phase, pk.module, act_a, grads_a, 0.0
     act_peak = tl.activation_peak().activations
     # ---- lines -----------------------------------------------------------------------------------
-    gsh = "" if fg == 1.0 else f", sharded 1/{plan.gpus}"
+    gsh = "" if fg == 1.0 else f", sharded 1/{shard_gpus}"
     g_text = f"{count(trainable)} trainable x {ge:g} B{gsh}: {gb(full_grads * fg)} in all"
     if master and plan.sharding in FULL_SHARD and not plan.offload_optimizer:
         g_text = (f"{count(trainable)} trainable x {ge:g} B: each unit's gradients are reduce-scattered into the FP32 "
@@ -114,19 +110,19 @@ def training(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
     if master:
         parts["master_weights"] = MemoryLine(ms.master + ms.fp32_grads,
                                              f"FP32 copy of {count(trainable)} 16-bit parameters + FP32 gradient copy for the update "
-                                             f"(4 + 4 B){'' if fo == 1.0 else f', sharded 1/{plan.gpus}'}"
+                                             f"(4 + 4 B){'' if fo == 1.0 else f', sharded 1/{shard_gpus}'}"
                                              + ("; in CPU RAM (offload)" if plan.offload_optimizer else ""), host_master)
     st_name = opt.name + ("-8bit" if opt.eight_bit else "")
     st_text = (f"{st_name}: {_states_formula(opt, value_bytes)} per trainable parameter"
                if opt.name != "adafactor" else f"adafactor: factored second moment, {value_bytes:g} B x 2 sqrt(n) per tensor")
     if opt.name == "none":
         st_text = "no optimizer"
-    st_text += "" if fo == 1.0 else f", sharded 1/{plan.gpus}"
+    st_text += "" if fo == 1.0 else f", sharded 1/{shard_gpus}"
     st_text += "; in CPU RAM (offload)" if plan.offload_optimizer else ""
     parts["optimizer_states"] = MemoryLine(ms.states, st_text, host_states)
     if tmp:
         parts["optimizer_temporaries"] = MemoryLine(tmp, f"{opt.name}/{opt.impl}: denominators of all parameters at once "
-                                                    "(FP32, one state's size)" + ("" if fo == 1.0 else f", sharded 1/{plan.gpus}"))
+                                                    "(FP32, one state's size)" + ("" if fo == 1.0 else f", sharded 1/{shard_gpus}"))
     where = f"peak in {phase}" + (f" at {module}" if module else "")
     a_text = (f"lifetime simulation of the trace's {len(trace.mem_events)} allocations, {where}"
               + "".join(f"; {w.block} x{w.extra + 1}: {gb(w.saved_bytes)} saved per copy" for w in tl.windows))
@@ -137,7 +133,7 @@ def training(trace: Trace, plan: MemoryPlan, prec: Precision) -> Parts:
         parts["gathered_params"] = MemoryLine(ms.gathered, f"{unit_text}: {count(unit)} parameters all-gathered "
                                               f"({gather_elem:g} B) + unsharded gradients ({ge:g} B) before reduce-scatter")
     parts["inputs"] = MemoryLine(float(trace.input_bytes), "model inputs of the step")
-    if plan.gpus > 1:
+    if plan.dp > 1:
         comm = NCCL_BUFFER_BYTES
         text = f"NCCL buffers {gb(NCCL_BUFFER_BYTES)}"
         if plan.sharding == "ddp" and not plan.ddp_bucket_view:

@@ -3,7 +3,7 @@
 Torch-free. Inputs: a `Trace` (workload), a `GpuSpec` (hardware), a `Plan` (how it runs).
 """
 
+from whichgpu.parallel.plan import Plan
 from whichgpu.perf.estimate import StepEstimate, estimate
-from whichgpu.perf.plan import Plan
 
 __all__ = ["Plan", "StepEstimate", "estimate"]

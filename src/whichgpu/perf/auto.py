@@ -18,3 +18,25 @@ def auto_precision(spec: GpuSpec, task: str) -> tuple[str, str]:
     if spec.supports("fp16") and ("fp16" in spec.tensor_core_dtypes or not spec.tensor_core_dtypes):
         return ("amp-fp16" if train else "fp16"), "FP16 tensor cores (no BF16 on this card)"
     return "fp32", "no 16-bit tensor cores"
+
+
+def probe_precision(task: str) -> str:
+    """The precision a workload is resolved with before a GPU is chosen ("auto" is decided per card;
+    sizes and names do not depend on it)."""
+    return "amp-bf16" if task == "train" else "bf16"
+
+
+def resolve_precision(spec: GpuSpec, task: str, requested: str) -> tuple[str | None, str]:
+    """(precision, reason) for `requested` on this card: "auto" picks what the card does well
+    (auto_precision); an explicit precision is kept, or None with the reason when the card has no
+    such math or tensor cores."""
+    if requested == "auto":
+        return auto_precision(spec, task)
+    from whichgpu.workload.precision import get_precision
+
+    d = get_precision(requested, task).matmul_dtype
+    if spec.supports(d) is False:
+        return None, f"no {d.upper()} on this card"
+    if d != "fp32" and spec.tensor_core_dtypes and d not in spec.tensor_core_dtypes and d in ("tf32", "bf16", "fp8", "fp4"):
+        return None, f"no {d.upper()} tensor cores on this card"
+    return requested, "as requested"

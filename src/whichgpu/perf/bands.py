@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from whichgpu.hardware.catalog import read_toml
+from whichgpu.workload.shape import ModelShape
 
 BANDS_FILE = Path(__file__).with_name("bands.toml")
 ANY = "*"
@@ -137,12 +138,12 @@ def load_bands(path: Path | None = None) -> Bands:
     return Bands(bands, ground, str(raw.get("meta", {}).get("source", "")))
 
 
-def workload_family(meta: dict[str, Any]) -> str:
+def workload_family(shape: ModelShape) -> str:
     """The model family of a trace, as the bands classify rows: decoder LLMs as 'decoder', zoo
     families otherwise (cnn, detection, encoder, seq2seq, vit, diffusion), 'other' if unknown."""
-    if meta.get("arch") == "decoder":
+    if shape.arch == "decoder":
         return "decoder"
-    fam = str(meta.get("family") or "")
+    fam = shape.family
     return fam if fam in ("cnn", "detection", "encoder", "seq2seq", "vit", "diffusion", "decoder") else "other"
 
 

@@ -21,16 +21,18 @@ from typing import Any
 
 from whichgpu.hardware.engine import Engine, get_engine
 from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System, default_system
 from whichgpu.memo import IdentityMemo
+from whichgpu.parallel.comm import allreduce, collective_time, node_link
+from whichgpu.parallel.plan import Plan
+from whichgpu.parallel.sharding import describe as describe_sharding
+from whichgpu.parallel.sharding import sharded_comm
 from whichgpu.perf.bands import Band, load_bands, step_kind, workload_family
-from whichgpu.perf.comm import allreduce, collective_time, group_link
 from whichgpu.perf.device import Device
 from whichgpu.perf.fusion import fuse
 from whichgpu.perf.kernels import matmul_time, memory_time, vector_time
+from whichgpu.perf.mfu import step_flops
 from whichgpu.perf.params import PerfParams, load_params, load_params_with_meta
-from whichgpu.perf.plan import Plan
-from whichgpu.perf.sharding import describe as describe_sharding
-from whichgpu.perf.sharding import sharded_comm
 from whichgpu.workload.precision import POLICIES
 from whichgpu.workload.trace import Op, Trace
 
@@ -73,9 +75,11 @@ class StepEstimate:
     comm_total_s: float
     samples_per_s: float  # all GPUs
     tokens_per_s: float  # all GPUs (0 when the workload has no tokens)
-    mfu: float
+    mfu: float  # model FLOPs (PaLM's definition, perf/mfu.py) / step / dense peak
+    hfu: float  # executed FLOPs (recomputation included) / step / dense peak
     mfu_peak_dtype: str
     model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
     bound: str
     by_category: dict[str, dict[str, float]]
     top_ops: list[OpEstimate]
@@ -170,7 +174,7 @@ def _synced_time(ops: list[Op], costs: dict[tuple[Any, ...], float], cpu_op_s: f
 
 
 def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
-            parts: list[Op] | None = None, engine: Engine | None = None,
+            parts: list[Op] | None = None, engine: Engine | None = None, system: System | None = None,
             ) -> tuple[float, float, float, float, str, str, float]:
     """(seconds, compute_s, memory_s, latency_s, bound, dtype used, efficiency) for one occurrence.
 
@@ -185,7 +189,7 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
         # A tensor-parallel collective: on the critical path (the next op needs its result).
         kind = "all_gather" if "all_gather" in o.tags else "all_reduce"
         group = next((int(t[6:]) for t in o.tags if t.startswith("group=")), 1)
-        t = collective_time(kind, o.bytes_read, group, dev.spec, p)
+        t = collective_time(kind, o.bytes_read, group, system or default_system(dev.spec), p)
         return t, 0.0, 0.0, 0.0, "communication", o.dtype, 0.0
     if parts:
         comp_bytes = sum(c.bytes_read + c.bytes_written for c in parts)
@@ -263,17 +267,16 @@ class _OpSums:
     per_op: list[OpEstimate]  # slowest first
     notes: frozenset[str]
     costs: dict[tuple[Any, ...], float]
-    model_flops: float
     collective_s: float = 0.0  # tensor-parallel collectives in the trace (on the critical path)
 
 
 _SUMS: IdentityMemo[_OpSums] = IdentityMemo(256)
 
 
-def _op_sums(trace: Trace, dev: Device, plan: Plan, engine: Engine) -> _OpSums:
-    return _SUMS.get((trace, dev.spec, dev.params, engine),
+def _op_sums(trace: Trace, dev: Device, plan: Plan, engine: Engine, system: System) -> _OpSums:
+    return _SUMS.get((trace, dev.spec, dev.params, engine, system),
                      (plan.overlap, plan.use_measured, plan.power_limit_w, plan.grad_accum),
-                     lambda: _sum_ops(trace, dev, plan, engine))
+                     lambda: _sum_ops(trace, dev, plan, engine, system))
 
 
 def host_time(ops: list[tuple[Op, int]], engine: Engine, accum: int = 1) -> float:
@@ -285,7 +288,7 @@ def host_time(ops: list[tuple[Op, int]], engine: Engine, accum: int = 1) -> floa
     return total
 
 
-def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine) -> _OpSums:
+def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine, system: System) -> _OpSums:
     params = dev.params
     _ops, compact, _syncs, parts = _prepared(trace, engine.fusion)
     latency_s = (params.graph_kernel_us if engine.graphs else params.kernel_latency_us) * 1e-6
@@ -298,7 +301,7 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine) -> _OpSums:
     costs: dict[tuple[Any, ...], float] = {}
     for o, n0 in compact:
         n: float = n0 / accum if o.phase == "optimizer" else n0
-        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)), engine)
+        t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)), engine, system)
         costs[_key(o)] = t
         if o.category in GEMM_CATEGORIES:
             note = dev.rate(o.dtype).note
@@ -327,21 +330,26 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine) -> _OpSums:
     else:
         cpu_s = host_time(compact, engine, accum)
     per_op.sort(key=lambda e: -e.seconds)
-    model_flops = trace.total_flops("forward") + trace.total_flops("backward")
     return _OpSums(compute_s, memory_s, latency_total, backward_gpu, cpu_s, by_cat, per_op, frozenset(notes),
-                   costs, model_flops, collective_s)
+                   costs, collective_s)
 
 
 def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
-             top: int = 10, engine: Engine | None = None) -> StepEstimate:
-    """Predict one step of `trace` on `spec` under `plan` (`engine` overrides the plan's engine
-    profile, e.g. with fitted values)."""
+             top: int = 10, engine: Engine | None = None, system: System | None = None) -> StepEstimate:
+    """Predict one step of `trace` on `spec` under `plan`, in `system` (default: the GPU's usual
+    system, hardware/systems/); `engine` overrides the plan's engine profile, e.g. with fitted values."""
     plan = plan or Plan()
-    plan.validate()
+    plan.validate(trace.task)
+    plan.check_trace(trace.batch_size, trace.checkpointing, trace.precision)
+    tp = max(trace.shape.tp, 1)
+    plan.require_modelled(tp_traced=tp > 1)
+    if tp != plan.tp:
+        plan = replace(plan, tp=tp)  # the trace holds one rank of a tp-way split
+    system = system or default_system(spec)
     params = params or load_params()
     eng = engine or get_engine(plan.engine)
     dev = Device(spec, params, plan.use_measured, plan.power_limit_w)
-    sums = _op_sums(trace, dev, plan, eng)
+    sums = _op_sums(trace, dev, plan, eng, system)
     ops, _compact, syncs, _parts = _prepared(trace, eng.fusion)
     compute_s, memory_s, latency_total = sums.compute_s, sums.memory_s, sums.latency_s
     backward_gpu, cpu_s, costs = sums.backward_gpu_s, sums.cpu_s, sums.costs
@@ -352,14 +360,14 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     # ---- data-parallel gradient all-reduce -----------------------------------------------------
     comm_total = comm_exposed = 0.0
     comm_link = ""
-    if trace.task == "train" and plan.gpus > 1:
+    if trace.task == "train" and plan.dp > 1:
         pol = POLICIES.get(trace.precision)
-        grad_bytes = 2.0 if pol is not None and pol.param_dtype in ("float16", "bfloat16") else 4.0
-        if plan.sharding != "ddp":  # ZeRO / FSDP collectives (perf/sharding.py)
-            ce = sharded_comm(trace, grad_bytes, spec, plan, params, backward_gpu, compute_s + memory_s + latency_total)
+        grad_bytes = pol.param_bytes if pol is not None else 4.0
+        if plan.sharding != "ddp":  # ZeRO / FSDP collectives (parallel/sharding.py)
+            ce = sharded_comm(trace, grad_bytes, system, plan, params, backward_gpu, compute_s + memory_s + latency_total)
             notes.add(describe_sharding(plan))
         else:
-            ce = allreduce(trace.trainable_params * grad_bytes, spec, plan, params, backward_gpu)
+            ce = allreduce(trace.trainable_params * grad_bytes, system, plan, params, backward_gpu)
         # With accumulation the all-reduce runs once per optimizer step (DDP no_sync on the others).
         comm_total, comm_exposed = ce.total_s / accum, ce.exposed_s / accum
         comm_link = f"{ce.link}, {ce.bus_gbps:.0f} GB/s bus"
@@ -378,33 +386,37 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         notes.add("host synchronisations in the step (e.g. NMS): CPU and GPU work do not fully overlap")
     step = overlapped + fixed
     overhead = latency_total + (overlapped - gpu_total) + fixed
-    if plan.gpus > 1:
+    if plan.dp > 1:
         # Synchronous steps wait for the slowest replica (expected max of N jittered step times).
-        wait = step * params.dp_jitter * math.sqrt(2.0 * math.log(plan.gpus))
+        wait = step * params.dp_jitter * math.sqrt(2.0 * math.log(plan.dp))
         step += wait
         overhead += wait
 
     split = {"compute": compute_s, "memory": memory_s, "overhead": overhead, "communication": comm_exposed}
     bound = max(split, key=lambda k: split[k])
-    samples = trace.samples * plan.gpus / step
-    tokens = trace.tokens * plan.gpus / step if trace.tokens else 0.0
+    samples = trace.samples * plan.dp / step
+    tokens = trace.tokens * plan.dp / step if trace.tokens else 0.0
     pol = POLICIES.get(trace.precision)
     peak_rate = dev.rate(pol.matmul_dtype if pol else "fp32")
-    model_flops = sums.model_flops
-    mfu = model_flops / step / peak_rate.flops
+    flops = step_flops(trace)
+    mfu = flops.model / step / peak_rate.flops
+    hfu = flops.hardware / step / peak_rate.flops
     _, fit_meta = load_params_with_meta()
     assumptions = {
         "precision": trace.precision,
         "mfu_peak": f"{peak_rate.dtype} dense {peak_rate.flops / 1e12:g} TFLOP/s",
+        "mfu": f"model FLOPs: {flops.definition}; HFU: all executed forward and backward FLOPs",
+        "system": f"{system.id}: {system.name}",
         "matmul_ceiling": f"{peak_rate.ceiling:.3f} ({peak_rate.ceiling_source})",
         "engine": eng.summary(),
         "compile": ("eager (no fusion beyond the traced kernels)" if not eng.fuses
                     else f"{eng.name}: {eng.fusion} fusion" + (", CUDA graphs" if eng.graphs else "")),
         "overlap": f"per-kernel compute/memory overlap: {plan.overlap}",
-        "data_parallel": (f"{plan.sharding.upper() if plan.sharding != 'ddp' else 'DDP'} over {plan.gpus} GPUs "
-                          f"({plan.nodes} node(s)), collectives over {comm_link}, "
-                          f"{'overlapped with backward' if plan.ddp_overlap else 'not overlapped'}")
-        if plan.gpus > 1 else "single GPU",
+        "data_parallel": (f"{plan.sharding_label} over {plan.dp} GPUs "
+                          f"({-(-plan.gpus // system.gpus_per_node)} node(s) of {system.gpus_per_node}), "
+                          f"collectives over {comm_link}, "
+                          f"{'overlapped with backward' if plan.comm_overlap else 'not overlapped'}")
+        if plan.dp > 1 else "single GPU",
         "efficiency_source": f"params.toml ({fit_meta.get('source', '')})",
         "memory_bandwidth": f"{spec.memory_bandwidth_gbps:g} GB/s x {dev.mem_ceiling:.2f} ceiling "
                             f"({'HBM' if dev.hbm else 'GDDR'})",
@@ -416,21 +428,20 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
                         if plan.power_limit_w else "stock"),
         "gradient_accumulation": f"{accum} micro-batches per optimizer step" if accum > 1 else "none",
     }
-    tp = int(trace.model_meta.get("tp") or 1)
     if tp > 1:
-        bw, link = group_link(spec, tp, params)
+        link = node_link(system, tp, params, plan.p2p)
         assumptions["tensor_parallel"] = (f"{tp} GPUs (one rank traced; Megatron split), all-reduce per attention and "
-                                          f"MLP output over {link} ({bw / 1e9:.0f} GB/s bus, "
+                                          f"MLP output over {link.text} ({link.bytes_per_s / 1e9:.0f} GB/s bus, "
                                           f"{params.tp_collective_us:g} us per collective)")
     bands = load_bands()
-    family = workload_family(trace.model_meta)
+    family = workload_family(trace.shape)
     band = bands.lookup(eng.id, step_kind(trace.task, trace.phase), family, spec.architecture) if bands.bands else None
     outside = bands.outside(eng.id, trace.precision, trace.task, family, spec.architecture) if bands.bands else ()
     return StepEstimate(
         band=band, outside=outside,
         gpu_id=spec.id, gpu_name=spec.name, gpus=plan.gpus, step_s=step, compute_s=compute_s, memory_s=memory_s,
         overhead_s=overhead, comm_s=comm_exposed, gpu_busy_s=gpu_busy, cpu_s=cpu_s, comm_total_s=comm_total,
-        samples_per_s=samples, tokens_per_s=tokens, mfu=mfu, mfu_peak_dtype=peak_rate.dtype,
-        model_tflops_per_gpu=model_flops / step / 1e12, bound=bound, by_category=by_cat, top_ops=[replace(e) for e in sums.per_op[:top]],
+        samples_per_s=samples, tokens_per_s=tokens, mfu=mfu, hfu=hfu, mfu_peak_dtype=peak_rate.dtype,
+        model_tflops_per_gpu=flops.model / step / 1e12, hardware_tflops_per_gpu=flops.hardware / step / 1e12, bound=bound, by_category=by_cat, top_ops=[replace(e) for e in sums.per_op[:top]],
         assumptions=assumptions, notes=sorted(notes),
     )

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from whichgpu.workload.trace import Op
+from whichgpu.workload.trace import FUSIBLE_CATEGORIES, Op
 
-FUSIBLE = frozenset({"pointwise", "reduction", "norm", "softmax", "copy", "memset", "loss"})
 REDUCING = frozenset({"reduction", "norm", "softmax", "loss"})
 
 
@@ -72,7 +71,7 @@ def fuse(ops: list[Op], epilogue: bool = False) -> tuple[list[Op], dict[int, lis
         if o.category == "view":
             out.append(o)
             continue
-        if o.category in FUSIBLE and o.fusible:
+        if o.category in FUSIBLE_CATEGORIES and o.fusible:
             if run and (run[-1][1].phase != o.phase or run[-1][1].count != o.count):
                 flush()
             run.append((i, o))

@@ -25,7 +25,7 @@ from whichgpu.recommend.reasons import (
 )
 from whichgpu.recommend.request import Job, Request, Workload
 from whichgpu.recommend.result import SCHEMA, Recommendation, Rejected
-from whichgpu.recommend.search import TraceFor, Tracer, memory_plan, traces_for
+from whichgpu.recommend.search import TraceFor, Tracer, traces_for
 
 __all__ = ["SCHEMA", "Job", "Recommendation", "Request", "TraceFor", "Workload", "recommend"]
 
@@ -33,19 +33,19 @@ __all__ = ["SCHEMA", "Job", "Recommendation", "Request", "TraceFor", "Workload",
 def check_constraints(req: Request, gpus: list[GpuSpec]) -> None:
     """Constraints no GPU can meet are errors before any work."""
     if not gpus:
-        raise InputError("no GPU to evaluate: --gpu names none of the catalog")
+        raise InputError("no GPU to evaluate: the GPUs asked for are none of the catalog's", field="gpu_ids")
     if req.min_memory_gb is not None:
         big = max(gpus, key=lambda g: g.memory_gb)
         if big.memory_gb < req.min_memory_gb:
-            raise InputError(f"--min-memory-gb {req.min_memory_gb:g}: no GPU has that much; the largest, "
-                             f"{big.name}, has {big.memory_gb:g} GB")
+            raise InputError(f"no GPU has {req.min_memory_gb:g} GB of memory; the largest, {big.name}, has "
+                             f"{big.memory_gb:g} GB", field="min_memory_gb")
     if req.max_power_w is not None:
         powered = [(w, g) for g in gpus if (w := card_watts(g, req.power_limit_w)) is not None]
         if powered:
             w, g = min(powered, key=lambda x: x[0])
             if w > req.max_power_w:
-                raise InputError(f"--max-power-w {req.max_power_w:g}: no GPU draws that little; the "
-                                 f"lowest-power card, {g.name}, draws {w:g} W")
+                raise InputError(f"no GPU draws {req.max_power_w:g} W or less; the lowest-power card, {g.name}, "
+                                 f"draws {w:g} W", field="max_power_w")
 
 
 def config_reasons(c: Config, req: Request) -> list[str]:
@@ -76,8 +76,8 @@ def memory_of(c: Config, tracer: Tracer) -> MemoryEstimate:
     prefill and decode)."""
     r = c.runs[0]
     lay = r.layout
-    plan = memory_plan(r.workload, lay.gpus, lay.sharding, lay.grad_accum)
-    ests = [tracer.memory(t, c.gpu, plan) for t in traces_for(tracer, r.workload, r.precision, lay.micro_batch)]
+    plan = lay.plan
+    ests = [tracer.memory(t, c.gpu, plan) for t in traces_for(tracer, r.workload, r.pred.precision, lay.micro_batch)]
     return max(ests, key=lambda e: e.total_bytes)
 
 
@@ -104,7 +104,7 @@ def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate]
     if req.memory_rule:
         a["memory_rule"] = f"{req.memory_rule} (the guide: {GUIDE}); cards below it are listed apart"
     if rows:
-        e = rows[0].runs[0].est.assumptions
+        e = rows[0].runs[0].pred.est.assumptions
         for k in ("efficiency_source", "engine", "overlap"):
             if k in e:
                 a[f"perf_{k}"] = str(e[k])

@@ -40,14 +40,16 @@ class CostModel:
 
     def validate(self) -> None:
         if self.mode not in ("buy", "rent"):
-            raise InputError(f"cost mode must be buy or rent, got {self.mode!r}")
+            raise InputError(f"cost mode must be buy or rent, got {self.mode!r}", field="cost.mode")
         if not 0 < self.hours_per_month <= HOURS_PER_MONTH or math.isnan(self.hours_per_month):
-            raise InputError(f"--hours-per-month must be in (0, {HOURS_PER_MONTH:g}] (a month has "
-                             f"{HOURS_PER_MONTH:g} hours), got {self.hours_per_month:g}")
+            raise InputError(f"hours of use a month must be in (0, {HOURS_PER_MONTH:g}] (a month has "
+                             f"{HOURS_PER_MONTH:g} hours), got {self.hours_per_month:g}", field="cost.hours_per_month")
         if not self.years > 0 or math.isinf(self.years):
-            raise InputError(f"--years must be > 0, got {self.years:g}")
+            raise InputError(f"the years a purchase is amortised over must be > 0, got {self.years:g}",
+                             field="cost.years")
         if not self.usd_per_kwh >= 0 or math.isinf(self.usd_per_kwh):
-            raise InputError(f"--electricity-usd-per-kwh must be >= 0, got {self.usd_per_kwh:g}")
+            raise InputError(f"the electricity price must be >= 0 USD/kWh, got {self.usd_per_kwh:g}",
+                             field="cost.usd_per_kwh")
 
     @property
     def utilisation(self) -> float:

@@ -7,15 +7,13 @@ from dataclasses import dataclass, field
 
 from whichgpu.errors import WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
-from whichgpu.perf.auto import auto_precision
-from whichgpu.perf.estimate import StepEstimate, estimate
-from whichgpu.perf.plan import Plan
-from whichgpu.perf.sharding import LABELS
+from whichgpu.memory.search import doubling
+from whichgpu.parallel.plan import LABELS
+from whichgpu.perf.auto import resolve_precision
+from whichgpu.predict import Prediction, predict
 from whichgpu.recommend.request import Request, Workload
-from whichgpu.recommend.search import Layout, Tracer, fit_layout, memory_plan, traces_for
+from whichgpu.recommend.search import Layout, Tracer, fit_layout, layout_plan, traces_for
 from whichgpu.units import GB
-from whichgpu.workload.precision import get_precision
-from whichgpu.workload.trace import Trace
 
 MAX_SUGGESTED_GPUS = 64
 TRANSFORMER_FAMILIES = ("decoder", "encoder", "seq2seq", "vit")
@@ -26,28 +24,23 @@ class Run:
     """One workload on n GPUs of one kind: how it is laid out and how fast it goes."""
 
     workload: Workload
-    precision: str
-    precision_reason: str
     layout: Layout
-    trace: Trace  # the step (serving: decode)
-    est: StepEstimate
-    prefill_trace: Trace | None = None
-    prefill: StepEstimate | None = None
+    pred: Prediction
 
     @property
     def samples_per_s(self) -> float:
-        return self.est.samples_per_s
+        return self.pred.est.samples_per_s
 
     @property
     def tokens_per_s(self) -> float:
-        return self.est.tokens_per_s
+        return self.pred.est.tokens_per_s
 
     @property
     def throughput(self) -> float:
         """In the workload's unit, all GPUs together."""
         if self.workload.tokens:
-            return self.est.tokens_per_s
-        return self.est.samples_per_s * self.workload.unit_scale
+            return self.pred.est.tokens_per_s
+        return self.pred.est.samples_per_s * self.workload.unit_scale
 
 
 @dataclass(frozen=True)
@@ -77,26 +70,14 @@ def card_watts(gpu: GpuSpec, power_limit_w: float | None) -> float | None:
 
 def choose_precision(gpu: GpuSpec, w: Workload, requested: str) -> tuple[str | None, str]:
     """(precision or None when the card cannot run it, reason)."""
-    task = w.spec.task
-    if requested == "auto":
-        return auto_precision(gpu, task)
-    pol = get_precision(requested, task)
-    d = pol.matmul_dtype
-    if gpu.supports(d) is False:
-        return None, f"no {d.upper()} on this card"
-    if d != "fp32" and gpu.tensor_core_dtypes and d not in gpu.tensor_core_dtypes and d in ("tf32", "bf16", "fp8", "fp4"):
-        return None, f"no {d.upper()} tensor cores on this card"
-    return pol.name, "as requested"
+    return resolve_precision(gpu, w.spec.task, requested)
 
 
 def _estimate(tracer: Tracer, req: Request, w: Workload, gpu: GpuSpec, prec: str, why: str, lay: Layout) -> Run:
-    plan = Plan(gpus=lay.gpus, grad_accum=lay.grad_accum, engine=req.engine, power_limit_w=req.power_limit_w,
-                sharding=lay.sharding if w.spec.task == "train" else "ddp")
-    traces = traces_for(tracer, w, prec, lay.micro_batch)
-    if w.serving:
-        pre, dec = traces
-        return Run(w, prec, why, lay, dec, estimate(dec, gpu, plan, top=3), pre, estimate(pre, gpu, plan, top=3))
-    return Run(w, prec, why, lay, traces[0], estimate(traces[0], gpu, plan, top=3))
+    plan = lay.plan.with_(engine=req.engine, power_limit_w=req.power_limit_w, precision=prec)
+    pred = predict(w.spec, gpu, plan, req.system_for(gpu), tracer.trace, serving=w.serving, precision_reason=why,
+                   memory=False, top=3)
+    return Run(w, lay, pred)
 
 
 def evaluate_gpu(tracer: Tracer, req: Request, gpu: GpuSpec) -> GpuResult:
@@ -203,12 +184,16 @@ def suggest(tracer: Tracer, w: Workload, gpu: GpuSpec, prec: str, max_gpus: int)
         if lay is not None:
             return f"fits with {label}"
     if train:
-        n = max_gpus * 2
-        while n <= MAX_SUGGESTED_GPUS:
-            lay, _ = fit_layout(tracer, w, gpu, prec, n)
-            if lay is not None:
-                return f"fits on {n} GPUs with {LABELS.get(lay.sharding, lay.sharding)} (--max-gpus {n})"
-            n *= 2
+        layouts: dict[int, Layout | None] = {}
+
+        def fits(n: int) -> bool:
+            layouts[n] = fit_layout(tracer, w, gpu, prec, n)[0]
+            return layouts[n] is not None
+
+        n = doubling(fits, max_gpus * 2, MAX_SUGGESTED_GPUS)
+        lay = layouts.get(n) if n is not None else None
+        if n is not None and lay is not None:
+            return f"fits on {n} GPUs with {LABELS.get(lay.sharding, lay.sharding)} (--max-gpus {n})"
     return ""
 
 
@@ -216,7 +201,7 @@ def _hopeless(tracer: Tracer, w: Workload, gpu: GpuSpec, prec: str, touches: tup
     """True when a change cannot make one card fit at micro-batch 1 even if it saved the most it
     can (`touches`: fractions of memory lines)."""
     batch = w.spec.batch_size or 1
-    plan = memory_plan(w, 1, "ddp", batch if w.spec.task == "train" else 1)
+    plan = layout_plan(w, 1, "ddp", 1, batch if w.spec.task == "train" else 1)
     frac = dict(touches)
     for e in (tracer.memory(t, gpu, plan) for t in traces_for(tracer, w, prec, 1)):
         floor = e.total_bytes - sum(v.bytes * frac.get(k, 0.0) for k, v in e.lines())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from whichgpu.perf.sharding import LABELS
+from whichgpu.parallel.plan import LABELS
 from whichgpu.recommend.rank import Config, metric
 from whichgpu.recommend.reasons import needs_server
 from whichgpu.recommend.request import Request

@@ -71,14 +71,21 @@ class Quote:
 
 @dataclass(frozen=True)
 class UserPrice:
+    """A user's prices for one GPU (a prices file, --price); over the catalog's, field by field."""
+
     buy_usd: float | None = None
+    """Purchase price per card, USD; None: not given."""
     rent_usd_per_hour: float | None = None
+    """Rental price per GPU-hour, USD; None: not given."""
     date: str = ""
+    """YYYY-MM or YYYY-MM-DD; undated: taken as current."""
     source: str = ""
 
 
 @dataclass(frozen=True)
 class GpuPrices:
+    """What one GPU costs to buy (per card) and to rent (per GPU-hour)."""
+
     buy: Quote
     rent: Quote
 

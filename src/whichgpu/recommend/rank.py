@@ -63,7 +63,7 @@ class Config:
     def band(self) -> tuple[float, float] | None:
         """(p10, p90) of ln(predicted / measured) for the workloads' classes: the widest of the
         runs' bands (perf/bands.py), None without bands."""
-        bands = [r.est.band for r in self.runs if r.est.band is not None]
+        bands = [r.pred.est.band for r in self.runs if r.pred.est.band is not None]
         if not bands:
             return None
         return min(b.p10 for b in bands), max(b.p90 for b in bands)
@@ -77,7 +77,7 @@ class Config:
         """Why the configuration lies outside the validated ground (empty: inside)."""
         seen: dict[str, None] = {}
         for r in self.runs:
-            for why in r.est.outside:
+            for why in r.pred.est.outside:
                 seen.setdefault(why, None)
         return tuple(seen)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from whichgpu.hardware.spec import GpuSpec
+from whichgpu.parallel.plan import LABELS
 from whichgpu.perf.device import POWER_EXPONENT
 from whichgpu.perf.estimate import StepEstimate
-from whichgpu.perf.sharding import LABELS
 from whichgpu.recommend.evaluate import Run
 from whichgpu.units import GB
 
@@ -20,7 +20,7 @@ def _pct(x: float, total: float) -> str:
 
 def bound_text(run: Run, gpu: GpuSpec) -> str:
     """The regime of the step (compute, memory, overhead, communication) and its number."""
-    e: StepEstimate = run.est
+    e: StepEstimate = run.pred.est
     step = e.step_s
     if e.cpu_s > e.gpu_busy_s + e.comm_s:
         return (f"host-bound: PyTorch's eager dispatch ({e.cpu_s * 1e3:.0f} ms a step) is slower than the GPU's "
@@ -29,7 +29,7 @@ def bound_text(run: Run, gpu: GpuSpec) -> str:
         else f"{gpu.memory_bandwidth_gbps:.0f} GB/s"
     if e.bound == "memory":
         if run.workload.serving:
-            moved = run.trace.total_bytes()
+            moved = run.pred.trace.total_bytes()
             return f"memory-bound: each decode step reads {moved / GB:.1f} GB (weights, KV cache) at {bw}"
         return f"memory-bound: {_pct(e.memory_s, step)} of the step is memory traffic at {bw}"
     if e.bound == "overhead":
@@ -67,9 +67,9 @@ def layout_text(run: Run, min_count: int) -> str:
 
 def precision_text(run: Run) -> str:
     """Only when the card does something other than the BF16 path of modern cards."""
-    if run.precision_reason == "as requested" or run.precision.endswith("bf16"):
+    if run.pred.precision_reason == "as requested" or run.pred.precision.endswith("bf16"):
         return ""
-    return f"{run.precision.upper().replace('AMP-', 'AMP ')}: {run.precision_reason}"
+    return f"{run.pred.precision.upper().replace('AMP-', 'AMP ')}: {run.pred.precision_reason}"
 
 
 def power_text(gpu: GpuSpec, limit_w: float | None) -> str:

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 
 from whichgpu.errors import InputError
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System, default_system
 from whichgpu.recommend.cost import CostModel
 from whichgpu.recommend.prices import UserPrice
 from whichgpu.workload.spec import WorkloadSpec
@@ -50,15 +52,18 @@ class Job:
 
     def validate(self) -> None:
         if self.tokens is not None and (self.epochs is not None or self.dataset_size is not None):
-            raise InputError("give either --job-tokens or --job-epochs with --dataset-size, not both")
+            raise InputError("give the job as tokens or as epochs over a dataset, not both", field="job.tokens")
         if self.tokens is not None and not (self.tokens > 0 and math.isfinite(self.tokens)):
-            raise InputError(f"--job-tokens must be > 0, got {self.tokens:g}")
-        if (self.epochs is None) != (self.dataset_size is None):
-            raise InputError("--job-epochs needs --dataset-size (samples per epoch), and the other way round")
+            raise InputError(f"the job's token count must be > 0, got {self.tokens:g}", field="job.tokens")
+        if self.epochs is not None and self.dataset_size is None:
+            raise InputError("a job in epochs needs the dataset size (samples per epoch)", field="job.dataset_size")
+        if self.dataset_size is not None and self.epochs is None:
+            raise InputError("a dataset size needs the number of epochs over it", field="job.epochs")
         if self.epochs is not None and not (self.epochs > 0 and math.isfinite(self.epochs)):
-            raise InputError(f"--job-epochs must be > 0, got {self.epochs:g}")
+            raise InputError(f"the job's epochs must be > 0, got {self.epochs:g}", field="job.epochs")
         if self.dataset_size is not None and not (self.dataset_size > 0 and math.isfinite(self.dataset_size)):
-            raise InputError(f"--dataset-size must be > 0 samples, got {self.dataset_size:g}")
+            raise InputError(f"the dataset size must be > 0 samples, got {self.dataset_size:g}",
+                             field="job.dataset_size")
 
     @property
     def given(self) -> bool:
@@ -90,39 +95,50 @@ class Request:
     job: Job = field(default_factory=Job)
     gpu_ids: tuple[str, ...] | None = None  # restrict to these catalog ids
     engine: str = "pytorch"  # execution engine profile (hardware/engines/*.toml)
+    system: System | None = None  # the system for the GPUs it holds (None: each GPU's default)
     prices: dict[str, UserPrice] = field(default_factory=dict)
     today: dt.date = field(default_factory=dt.date.today)
 
+    def system_for(self, gpu: GpuSpec) -> System:
+        """The requested system when it holds this GPU, else the GPU's default system."""
+        if self.system is not None and self.system.gpu in (None, gpu.id):
+            return self.system
+        return default_system(gpu)
+
     def validate(self) -> None:
         if not self.workloads:
-            raise InputError("nothing to recommend for: give a MODEL or --use-case")
+            raise InputError("nothing to recommend for: the request has no workload")
         if self.objective not in OBJECTIVES:
-            raise InputError(f"--objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
+            raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}",
+                             field="objective")
         self.cost.validate()
         self.job.validate()
         if self.budget_usd is not None and not (self.budget_usd > 0 and math.isfinite(self.budget_usd)):
-            raise InputError(f"--budget must be a positive number of US dollars, got {self.budget_usd:g}")
+            raise InputError(f"the budget must be a positive number of US dollars, got {self.budget_usd:g}",
+                             field="budget_usd")
         if isinstance(self.max_gpus, bool) or self.max_gpus < 1:
-            raise InputError(f"--max-gpus must be >= 1, got {self.max_gpus}")
+            raise InputError(f"the largest GPU count must be a whole number >= 1, got {self.max_gpus}",
+                             field="max_gpus")
         if self.max_power_w is not None and not (self.max_power_w > 0 and math.isfinite(self.max_power_w)):
-            raise InputError(f"--max-power-w must be > 0, got {self.max_power_w:g}")
+            raise InputError(f"the power budget must be > 0 W, got {self.max_power_w:g}", field="max_power_w")
         if self.min_memory_gb is not None and not (self.min_memory_gb >= 0 and math.isfinite(self.min_memory_gb)):
-            raise InputError(f"--min-memory-gb must be >= 0, got {self.min_memory_gb:g}")
+            raise InputError(f"the minimum memory must be >= 0 GB, got {self.min_memory_gb:g}",
+                             field="min_memory_gb")
         if self.power_limit_w is not None and not (self.power_limit_w > 0 and math.isfinite(self.power_limit_w)):
-            raise InputError(f"--power-limit-w must be > 0, got {self.power_limit_w:g}")
+            raise InputError(f"the power limit must be > 0 W, got {self.power_limit_w:g}", field="power_limit_w")
         if self.objective == "cost-per-job" and not self.job.given:
-            raise InputError("--objective cost-per-job needs the job: --job-tokens T, or --job-epochs E with "
-                             "--dataset-size D")
+            raise InputError("the cost-per-job objective needs the job's size: tokens, or epochs over a dataset",
+                             field="job.tokens")
         if self.job.given and len(self.workloads) > 1:
-            raise InputError("--job-tokens / --job-epochs apply to one workload; this preset mixes "
-                             f"{len(self.workloads)} (give a MODEL instead)")
+            raise InputError(f"a job size applies to one workload; this preset mixes {len(self.workloads)} "
+                             "(give a model instead)", field="job.tokens" if self.job.tokens is not None else "job.epochs")
         w = self.workloads[0]
         if self.job.tokens is not None and not w.tokens:
-            raise InputError(f"--job-tokens needs a workload counted in tokens; {w.label} is counted in "
-                             f"{w.unit.split('/')[0]}: use --job-epochs with --dataset-size")
+            raise InputError(f"a job in tokens needs a workload counted in tokens; {w.label} is counted in "
+                             f"{w.unit.split('/')[0]}: give epochs over a dataset instead", field="job.tokens")
         if self.job.epochs is not None and w.serving:
-            raise InputError("--job-epochs applies to training or batch inference; for serving give "
-                             "--job-tokens (tokens to generate)")
+            raise InputError("a job in epochs applies to training or batch inference; for serving give the "
+                             "tokens to generate", field="job.epochs")
 
     def counts(self) -> tuple[int, ...]:
         """GPU counts to evaluate: 1, 2, 4, 8, ... up to max_gpus (and max_gpus itself)."""

@@ -84,22 +84,22 @@ def workload_dict(r: Run) -> dict[str, Any]:
     return {"label": w.label, "model": s.model, "task": s.task, "serving": w.serving, "batch_size": s.batch_size,
             "seq_len": s.seq_len, "image_size": s.image_size, "finetune": s.finetune,
             "checkpointing": s.checkpointing, "optimizer": s.optimizer, "unit": w.unit, "weight": w.weight,
-            "params": r.trace.params, "trainable_params": r.trace.trainable_params}
+            "params": r.pred.trace.params, "trainable_params": r.pred.trace.trainable_params}
 
 
 def run_dict(r: Run) -> dict[str, Any]:
-    e = r.est
+    e = r.pred.est
     lay = r.layout
     d: dict[str, Any] = {
-        "workload": r.workload.label, "precision": r.precision, "precision_reason": r.precision_reason,
+        "workload": r.workload.label, "precision": r.pred.precision, "precision_reason": r.pred.precision_reason,
         "sharding": lay.sharding, "micro_batch": lay.micro_batch, "grad_accum": lay.grad_accum,
         "memory_bytes": lay.need_bytes, "capacity_bytes": lay.capacity_bytes,
         "throughput": r.throughput, "unit": r.workload.unit, "samples_per_s": r.samples_per_s,
         "tokens_per_s": r.tokens_per_s, "step_s": e.step_s, "bound": e.bound, "mfu": e.mfu, "split": e.split,
         **e.confidence(),
     }
-    if r.prefill is not None:
-        d["serving"] = {"time_to_first_token_s": r.prefill.step_s, "prefill_bound": r.prefill.bound,
+    if r.pred.prefill is not None:
+        d["serving"] = {"time_to_first_token_s": r.pred.prefill.step_s, "prefill_bound": r.pred.prefill.bound,
                         "decode_step_s": e.step_s, "decode_tokens_per_s": e.tokens_per_s}
     return d
 

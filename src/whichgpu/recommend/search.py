@@ -26,7 +26,9 @@ from whichgpu.memory.estimate import (
     memory_estimate,
 )
 from whichgpu.memory.lines import MemoryLine, gb
-from whichgpu.memory.plan import MemoryPlan
+from whichgpu.memory.search import line_aim
+from whichgpu.parallel.plan import Plan
+from whichgpu.predict import traces_of
 from whichgpu.recommend.request import Workload
 from whichgpu.workload.spec import WorkloadSpec
 from whichgpu.workload.trace import Trace
@@ -37,18 +39,31 @@ TRAIN_SHARDINGS: tuple[str, ...] = ("ddp", "zero2", "zero3")
 
 @dataclass(frozen=True)
 class Layout:
-    """How the workload runs on each of n GPUs."""
+    """A plan for the workload on n GPUs and the memory it needs per GPU."""
 
-    gpus: int
-    sharding: str  # ddp | zero2 | zero3 (inference: ddp = full replicas)
-    micro_batch: int
-    grad_accum: int
+    plan: Plan  # data-parallel degree, sharding (inference: ddp = full replicas), micro-batch, accumulation
     need_bytes: float  # peak memory per GPU (the larger of prefill and decode when serving)
     capacity_bytes: float
 
     @property
     def fits(self) -> bool:
         return self.need_bytes <= self.capacity_bytes
+
+    @property
+    def gpus(self) -> int:
+        return self.plan.gpus
+
+    @property
+    def sharding(self) -> str:
+        return self.plan.sharding
+
+    @property
+    def micro_batch(self) -> int:
+        return self.plan.micro_batch or 1
+
+    @property
+    def grad_accum(self) -> int:
+        return self.plan.grad_accum
 
 
 class Tracer:
@@ -57,7 +72,7 @@ class Tracer:
     def __init__(self, trace_for: TraceFor) -> None:
         self._trace_for = trace_for
         self._traces: dict[WorkloadSpec, Trace] = {}
-        self._estimates: dict[tuple[int, MemoryPlan, float], MemoryEstimate] = {}
+        self._estimates: dict[tuple[int, Plan, float], MemoryEstimate] = {}
         self.captures = 0
 
     def trace(self, spec: WorkloadSpec) -> Trace:
@@ -68,7 +83,7 @@ class Tracer:
             self.captures += 1
         return t
 
-    def memory(self, trace: Trace, gpu: GpuSpec, plan: MemoryPlan) -> MemoryEstimate:
+    def memory(self, trace: Trace, gpu: GpuSpec, plan: Plan) -> MemoryEstimate:
         """memory_estimate(trace, gpu, plan), computed once per workspace class and rebound to `gpu`."""
         key = (id(trace), plan, cublas_workspace_bytes(gpu))
         e = self._estimates.get(key)
@@ -85,7 +100,7 @@ class Tracer:
                        assumptions={**e.assumptions, "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} "
                                     f"usable = {gb(cap)}"})
 
-    def need(self, trace: Trace, gpu: GpuSpec, plan: MemoryPlan) -> float:
+    def need(self, trace: Trace, gpu: GpuSpec, plan: Plan) -> float:
         key = (id(trace), plan, cublas_workspace_bytes(gpu))
         e = self._estimates.get(key)
         return (e if e is not None else self.memory(trace, gpu, plan)).total_bytes
@@ -94,21 +109,18 @@ class Tracer:
 def traces_for(tracer: Tracer, w: Workload, precision: str, batch: int, **changes: object) -> tuple[Trace, ...]:
     """The traces of one step (serving: prefill then decode at the full context)."""
     spec = replace(w.spec, precision=precision, batch_size=batch, **changes)  # type: ignore[arg-type]
-    if w.serving:
-        pre = tracer.trace(replace(spec, phase="prefill"))
-        dec = tracer.trace(replace(spec, phase="decode", context=spec.seq_len, seq_len=None))
-        return pre, dec
-    return (tracer.trace(spec),)
+    return traces_of(spec, tracer.trace, w.serving)
 
 
 def _divisors_below(b: int) -> list[int]:
     return sorted((d for d in range(1, b) if b % d == 0), reverse=True)
 
 
-def memory_plan(w: Workload, gpus: int, sharding: str, accum: int, finetune: str | None = None) -> MemoryPlan:
+def layout_plan(w: Workload, gpus: int, sharding: str, micro_batch: int, accum: int) -> Plan:
+    """The plan of one layout: data parallel over `gpus` (inference: replicas)."""
     if w.spec.task != "train":
-        return MemoryPlan(gpus=gpus)
-    return MemoryPlan(gpus=gpus, sharding=sharding, finetune=finetune or w.spec.finetune, grad_accum=accum)
+        return Plan(dp=gpus, micro_batch=micro_batch)
+    return Plan(dp=gpus, sharding=sharding, micro_batch=micro_batch, grad_accum=accum)  # type: ignore[arg-type]
 
 
 def _try(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: int, mb: int, shardings: tuple[str, ...],
@@ -118,12 +130,11 @@ def _try(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: int, m
     accum = max(1, batch // mb) if w.spec.task == "train" else 1
     traces = traces_for(tracer, w, precision, mb, **changes)
     cap = capacity_bytes(gpu)
-    ft = changes.get("finetune")
     out = []
     for sh in shardings:
-        plan = memory_plan(w, gpus, sh, accum, ft if isinstance(ft, str) else None)
+        plan = layout_plan(w, gpus, sh, mb, accum)
         need = max(tracer.need(t, gpu, plan) for t in traces)
-        out.append(Layout(gpus, sh, mb, accum, need, cap))
+        out.append(Layout(plan, need, cap))
         if need <= cap:
             break
     return out
@@ -150,9 +161,8 @@ def fit_layout(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: 
     # aim: the line through (1, need(1)) and (B, need(B)) for the sharding that fits at 1
     sh = ones[-1].sharding
     at_b = next((x for x in tried if x.sharding == sh), tried[-1])
-    slope = (at_b.need_bytes - ones[-1].need_bytes) / max(batch - 1, 1)
-    room = ones[-1].capacity_bytes - ones[-1].need_bytes
-    aim = 1 + int(room / slope) if slope > 0 else batch - 1
+    aimed = line_aim(1, ones[-1].need_bytes, batch, at_b.need_bytes, ones[-1].capacity_bytes)
+    aim = aimed if aimed is not None else batch - 1
     for mb in [d for d in smaller if d <= aim] + [1]:
         if mb == 1:
             return ones[-1], best

@@ -5,25 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from whichgpu.perf.auto import probe_precision
 from whichgpu.recommend.request import Workload
 from whichgpu.workload.api import resolve
-from whichgpu.workload.spec import ModelSource, WorkloadSpec
-
-
-def _zoo_facts(src: ModelSource) -> tuple[bool, str, str]:
-    """(causal LM, family, unit) of a model source."""
-    if src.kind == "zoo":
-        from whichgpu.workload.zoo import get_entry
-
-        e = get_entry(src.ref)
-        return e.causal_lm, e.family, e.throughput_unit
-    if src.kind == "config":
-        from whichgpu.workload.spec import read_config
-        from whichgpu.workload.zoo.llm.args import SUPPORTED
-
-        causal = read_config(src.ref).get("model_type") in SUPPORTED
-        return causal, "decoder" if causal else "", "tokens/s"
-    return False, "", "samples/s"
+from whichgpu.workload.spec import WorkloadSpec, is_serving, model_facts
 
 
 def describe(spec: WorkloadSpec, title: str, serving: bool) -> str:
@@ -44,10 +29,11 @@ def make_workload(spec: WorkloadSpec, label: str = "", unit: str | None = None, 
                   weight: float = 1.0) -> Workload:
     """Resolve `spec` (sizes, optimizer; precision 'auto' kept for choosing per card)."""
     precision = spec.precision
-    probe = replace(spec, precision="amp-bf16" if spec.task == "train" else "bf16") if precision == "auto" else spec
+    probe = replace(spec, precision=probe_precision(spec.task)) if precision == "auto" else spec
     resolved, src = resolve(probe)
-    causal, family, zoo_unit = _zoo_facts(src)
-    serving = spec.task == "infer" and spec.phase == "full" and causal
+    facts = model_facts(src)
+    serving = is_serving(spec, src)
+    family, zoo_unit = facts.family, facts.unit
     resolved = replace(resolved, precision=precision)
     if unit is None:
         unit = "tokens/s" if serving else zoo_unit

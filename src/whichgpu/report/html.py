@@ -63,7 +63,7 @@ def roofline_chart(rows: list[Config], count: int = 3) -> str:
     under each top GPU's compute roof and bandwidth slope (log-log)."""
     series = []
     for c in rows[:count]:
-        e = c.runs[0].est
+        e = c.runs[0].pred.est
         peak = (c.gpu.peak(e.mfu_peak_dtype) or c.gpu.peak("fp32") or 1.0) * 1e12
         bw = c.gpu.memory_bandwidth_gbps * 1e9
         pts = [(cat, d["flops"] / d["bytes"], d["flops"] / d["seconds"]) for cat, d in sorted(e.by_category.items())
@@ -158,7 +158,7 @@ def _table(rec: Recommendation) -> str:
         rng = c.likely_speed()
         gpu = c.gpu.name + (" * outside the validated ground: " + "; ".join(c.outside) if c.outside else "")
         cells = [(i, str(i)), (None, gpu), (c.gpus, str(c.gpus)),
-                 (None, "/".join(sorted({r.precision for r in c.runs}))), (c.speed, _fmt(c.speed)),
+                 (None, "/".join(sorted({r.pred.precision for r in c.runs}))), (c.speed, _fmt(c.speed)),
                  (rng[0] if rng else None, f"{_fmt(rng[0])}-{_fmt(rng[1])}" if rng else "-"),
                  (c.usd_per_hour, fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-"),
                  (c.value, _fmt(c.value) if c.value is not None else "no price"),

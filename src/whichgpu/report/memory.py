@@ -10,6 +10,7 @@ from rich.table import Table
 from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
 from whichgpu.memory.fit import FitReport
 from whichgpu.report.console import console
+from whichgpu.report.flags import flags
 from whichgpu.units import GB
 
 
@@ -17,24 +18,26 @@ def _gb(x: float) -> str:
     return f"{x / GB:,.2f}"
 
 
-def fit_document(r: FitReport, trace_meta: dict[str, Any]) -> dict[str, Any]:
+def fit_document(r: FitReport, lora_rank: int | None = None) -> dict[str, Any]:
     d = r.to_dict()
-    d["workload"].update(trace_meta)
+    d["workload"].update(finetune=r.finetune, checkpointing=r.checkpointing, lora_rank=lora_rank)
+    for s, x in zip(d["suggestions"], r.suggestions, strict=True):
+        s["how"] = flags(x.changes)
     return d
 
 
-def _headline(e: MemoryEstimate, meta: dict[str, Any]) -> str:
-    size = f"seq {e.seq_len}" if e.seq_len else (f"image {e.image_size}" if e.image_size else "")
-    if e.context:
-        size = f"context {e.context}"
-    parts = [f"[bold]{e.model}[/]  {e.task}{'/' + e.phase if e.phase != 'full' else ''}, batch {e.batch_size}"
-             + (f", {size}" if size else ""), f"precision {e.precision}"]
-    if e.task == "train":
-        parts.append(f"optimizer {e.optimizer}")
-        if meta.get("finetune", "full") != "full":
-            parts.append(str(meta["finetune"]))
-        if meta.get("checkpointing", "none") != "none":
-            parts.append(f"checkpointing {meta['checkpointing']}")
+def _headline(e: MemoryEstimate, r: FitReport) -> str:
+    size = f"seq {e.trace.seq_len}" if e.trace.seq_len else (f"image {e.trace.image_size}" if e.trace.image_size else "")
+    if e.trace.context:
+        size = f"context {e.trace.context}"
+    parts = [f"[bold]{e.trace.model}[/]  {e.trace.task}{'/' + e.trace.phase if e.trace.phase != 'full' else ''}, batch {e.trace.batch_size}"
+             + (f", {size}" if size else ""), f"precision {e.trace.precision}"]
+    if e.trace.task == "train":
+        parts.append(f"optimizer {e.trace.optimizer}")
+        if r.finetune != "full":
+            parts.append(r.finetune)
+        if r.checkpointing != "none":
+            parts.append(f"checkpointing {r.checkpointing}")
     p = e.plan
     where = f"on {e.gpu_name} ({e.capacity_bytes / GB:,.1f} GB usable)"
     if p.gpus > 1 or p.sharding != "ddp":
@@ -44,14 +47,14 @@ def _headline(e: MemoryEstimate, meta: dict[str, Any]) -> str:
     return ", ".join(parts) + "\n" + where
 
 
-def print_fit(r: FitReport, meta: dict[str, Any]) -> None:
+def print_fit(r: FitReport) -> None:
     e = r.estimate
-    console.print(_headline(e, meta), soft_wrap=True)
+    console.print(_headline(e, r), soft_wrap=True)
     t = Table(title="memory per GPU at the peak")
     t.add_column("")
     t.add_column("GB", justify="right")
     t.add_column("how", overflow="fold")
-    always = ("weights", "gradients", "optimizer_states", "activations") if e.task == "train" else ("weights", "activations")
+    always = ("weights", "gradients", "optimizer_states", "activations") if e.trace.task == "train" else ("weights", "activations")
     for key, line in e.lines():
         if line.bytes == 0 and line.host_bytes == 0 and key not in always:
             continue
@@ -76,12 +79,12 @@ def print_fit(r: FitReport, meta: dict[str, Any]) -> None:
             console.print("[red]not even batch 1 fits[/] as configured", soft_wrap=True)
     if r.suggestions:
         title = "what would make it fit" + (f" (at batch {r.suggestions_batch})"
-                                              if r.suggestions_batch and r.suggestions_batch != e.batch_size else "")
+                                              if r.suggestions_batch and r.suggestions_batch != e.trace.batch_size else "")
         s = Table(title=title + ": each change alone")
         for c in ("change", "flags", "GB per GPU", "saves GB", "fits", "note"):
             s.add_column(c, justify="right" if c in ("GB per GPU", "saves GB") else "left", overflow="fold")
         for x in r.suggestions:
-            s.add_row(x.change, x.how, _gb(x.total_bytes), _gb(x.saves_bytes),
+            s.add_row(x.change, flags(x.changes), _gb(x.total_bytes), _gb(x.saves_bytes),
                       "[green]yes[/]" if x.fits else "no", x.note)
         console.print(s)
     console.print(f"as tools report it: torch.cuda.max_memory_allocated ~{_gb(e.allocated_peak_bytes)} GB, "
@@ -105,5 +108,5 @@ def never_fits_message(r: FitReport) -> str:
     fixes = [s.change for s in r.suggestions if s.fits][:3]
     at = f"at batch {r.suggestions_batch}" if r.suggestions_batch else ""
     tail = (f"; it would fit {at} with: " + "; ".join(fixes)) if fixes else "; no single change found makes it fit"
-    return (f"{e.model} does not fit on {e.gpu_name} even at batch 1 "
-            f"({_gb(e.total_bytes)} GB needed at batch {e.batch_size}, {_gb(e.capacity_bytes)} GB usable){tail}")
+    return (f"{e.trace.model} does not fit on {e.gpu_name} even at batch 1 "
+            f"({_gb(e.total_bytes)} GB needed at batch {e.trace.batch_size}, {_gb(e.capacity_bytes)} GB usable){tail}")

@@ -73,7 +73,7 @@ def print_recommendation(rec: Recommendation, top: int) -> None:
     for i, c in enumerate(rec.rows[:top], start=1):
         rng = c.likely_speed()
         row = [str(i), escape(c.gpu.name) + ("" if not c.outside else " [yellow]*[/]"), str(c.gpus),
-               "/".join(sorted({r.precision for r in c.runs})), fmt_si(c.speed),
+               "/".join(sorted({r.pred.precision for r in c.runs})), fmt_si(c.speed),
                f"{fmt_si(rng[0])}-{fmt_si(rng[1])}" if rng else "-",
                fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
                fmt_si(c.value) if c.value is not None else "no price", _price(c, mode)]

@@ -31,7 +31,9 @@ def trace_document(t: Trace, by: str = "category") -> dict[str, Any]:
         "groups": {k: {**v, "intensity_flop_per_byte": v["flops"] / v["bytes"] if v["bytes"] else None} for k, v in groups.items()},
         "coverage": {"ops": cov["ops"], "bytes": cov["bytes"], "unmodelled_ops": cov["unmodelled_ops"],
                      "unmodelled_names": cov["unmodelled_names"]},
-        "repeats": t.repeats, "model_meta": t.model_meta, "notes": t.notes,
+        # "model_meta": the same facts under their first name (and experts_per_token for active_experts).
+        "repeats": t.repeats, "model_shape": t.shape.to_dict(),
+        "model_meta": {**t.shape.to_dict(), "experts_per_token": t.shape.active_experts}, "notes": t.notes,
         "capture_seconds": t.capture_seconds, "cache_key": t.key,
         "ops": [{"name": o.name, "category": o.category, "phase": o.phase, "module": o.module, "dtype": o.dtype,
                  "flops": o.flops, "bytes_read": o.bytes_read, "bytes_written": o.bytes_written, "count": o.count,

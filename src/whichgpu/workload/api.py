@@ -11,6 +11,7 @@ from typing import Any
 
 from whichgpu.errors import CaptureError, InputError
 from whichgpu.workload import cache
+from whichgpu.workload.shape import ModelShape
 from whichgpu.workload.spec import ModelSource, WorkloadSpec, cache_key, classify, read_config
 from whichgpu.workload.trace import Trace
 
@@ -33,11 +34,13 @@ def resolve(spec: WorkloadSpec) -> tuple[WorkloadSpec, ModelSource]:
         if spec.optimizer is None:
             upd["optimizer"] = e.default_optimizer
         if spec.phase != "full" and not e.causal_lm:
-            raise InputError(f"--phase {spec.phase} applies to causal LMs; {e.title} is not one")
+            raise InputError(f"phase {spec.phase} applies to causal LMs; {e.title} is not one", field="phase")
         if e.input_kind == "image" and spec.seq_len is not None:
-            raise InputError(f"{e.title} takes images: use --image-size, not --seq-len")
+            raise InputError(f"{e.title} takes images, not tokens: give an image size, not a sequence length",
+                             field="seq_len")
         if e.input_kind == "tokens" and spec.image_size is not None:
-            raise InputError(f"{e.title} takes tokens: use --seq-len, not --image-size")
+            raise InputError(f"{e.title} takes tokens, not images: give a sequence length, not an image size",
+                             field="image_size")
         spec = replace(spec, **upd)
     else:
         upd = {}
@@ -124,7 +127,7 @@ def _capture_now(spec: WorkloadSpec, src: ModelSource) -> Trace:
     preresolve_dynamo_shims()
     _quiet_libraries()
     with skip_init():
-        built, name, meta = _build(src, req)
+        built, name, shape = _build(src, req)
     fmt = dict(spec.options).get("memory_format", "channels_first")
     if fmt not in ("channels_first", "channels_last"):
         raise CaptureError(f"memory format must be channels_first or channels_last, got {fmt!r}")
@@ -136,7 +139,7 @@ def _capture_now(spec: WorkloadSpec, src: ModelSource) -> Trace:
     return capture(built, name=name, task=spec.task, precision=get_precision(spec.precision, spec.task),
                    optimizer=opt, sparsity=spec.sparsity == "2:4", phase=spec.phase,
                    batch_size=spec.batch_size or 1, seq_len=spec.seq_len, image_size=spec.image_size,
-                   context=spec.context, model_meta=meta, finetune=spec.finetune, lora_rank=spec.lora_rank,
+                   context=spec.context, shape=shape, finetune=spec.finetune, lora_rank=spec.lora_rank,
                    checkpointing=spec.checkpointing, memory_format=fmt)
 
 
@@ -153,33 +156,34 @@ def _quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _build(src: ModelSource, req: Any) -> tuple[Any, str, dict[str, Any]]:
-    """Build the model (on meta, initialisers skipped): (built, name, model facts)."""
-    meta: dict[str, Any] = {}
+def _build(src: ModelSource, req: Any) -> tuple[Any, str, ModelShape]:
+    """Build the model (on meta, initialisers skipped): (built, name, model shape)."""
+    shape = ModelShape()
     if src.kind == "zoo":
         from whichgpu.workload.zoo import get_entry
 
         e = get_entry(src.ref)
         built = e.load_builder()(req)
         name = e.id
-        if built.meta is not None:
-            meta = dict(built.meta)
+        if built.shape is not None:
+            shape = built.shape
         elif e.config and e.family == "decoder":
-            from whichgpu.workload.hf import model_meta
+            from whichgpu.workload.hf import model_shape
             from whichgpu.workload.zoo.llm.build import load_packaged_config
 
-            meta = model_meta(load_packaged_config(e.config), e.config)
-        meta.setdefault("family", e.family)
+            shape = model_shape(load_packaged_config(e.config), e.config)
+        if not shape.family:
+            shape = replace(shape, family=e.family)
     elif src.kind == "config":
-        from whichgpu.workload.hf import build_hf, model_meta
+        from whichgpu.workload.hf import build_hf, model_shape
 
         cfg = read_config(src.ref)
         built = build_hf(cfg, req, src.ref)
         name = src.title
-        meta = dict(built.meta) if built.meta is not None else model_meta(cfg, src.ref)
+        shape = built.shape if built.shape is not None else model_shape(cfg, src.ref)
     else:
         from whichgpu.workload.factory import build_factory
 
         built = build_factory(src.ref, req)
         name = src.title
-    return built, name, meta
+    return built, name, shape

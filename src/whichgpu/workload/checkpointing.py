@@ -210,12 +210,12 @@ def apply_checkpointing(model: nn.Module, mode: str, repeats: dict[str, int], on
     it (the capture engine re-activates its precision policy, which the recomputation would
     otherwise run without). Returns the number of blocks wrapped."""
     if mode not in MODES:
-        raise InputError(f"--checkpointing must be one of {', '.join(MODES)}; got {mode!r}")
+        raise InputError(f"checkpointing must be one of {', '.join(MODES)}; got {mode!r}", field="checkpointing")
     if mode == "none":
         return 0
     chosen = blocks(model, repeats)
     if not chosen:
-        raise InputError("no repeated blocks found to checkpoint in this model")
+        raise InputError("no repeated blocks found to checkpoint in this model", field="checkpointing")
     selective = mode == "selective"
     for _name, mod in chosen:
         def fwd(*args: Any, _orig: Any = mod.forward, **kwargs: Any) -> Any:

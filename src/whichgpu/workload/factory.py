@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from whichgpu.errors import CaptureError
+from whichgpu.errors import CaptureError, InputError
 from whichgpu.workload.zoo.base import BuildRequest, Built
 
 
@@ -79,7 +79,8 @@ def build_factory(ref: str, req: BuildRequest) -> Built:
         model = model.to("meta")
     inputs = _to_meta(inputs)
     if req.task == "train" and not any(p.requires_grad for p in model.parameters()):
-        raise CaptureError(f"{path}:{fn}: the model has no trainable parameters; use --task infer")
+        raise InputError(f"{path}:{fn}: the model has no trainable parameters to train; its inference can be "
+                         "estimated (task infer)", field="task")
     b = req.batch_size or 1
     return Built(model, inputs, loss_fn, {}, samples=b,
                  full_params=sum(p.numel() for p in model.parameters()),

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from whichgpu.errors import InputError
 from whichgpu.workload.costs import Cost, mm_flops, register
+from whichgpu.workload.ops import meta_op
 
 HEAD_NAMES = ("lm_head", "classifier", "score", "qa_outputs", "cls", "head", "fc", "decoder")
 NF4_BLOCK = 64
@@ -60,24 +61,13 @@ class NF4Linear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
-@torch.library.custom_op("whichgpu::nf4_linear", mutates_args=())
-def nf4_linear(x: Tensor, qweight: Tensor, absmax: Tensor, out_features: int) -> Tensor:
-    raise RuntimeError("whichgpu::nf4_linear only runs on the meta device")
+def _nf4_matmul(x: Tensor, qweight: Tensor, absmax: Tensor, features: int) -> Tensor:
+    """x (..., K) times the dequantised weight, to (..., features): W^T forward, W backward."""
+    return x.new_empty((*x.shape[:-1], features))
 
 
-@nf4_linear.register_fake
-def _nf4_fake(x: Tensor, qweight: Tensor, absmax: Tensor, out_features: int) -> Tensor:
-    return x.new_empty((*x.shape[:-1], out_features))
-
-
-@torch.library.custom_op("whichgpu::nf4_linear_backward", mutates_args=())
-def nf4_linear_backward(grad: Tensor, qweight: Tensor, absmax: Tensor, in_features: int) -> Tensor:
-    raise RuntimeError("whichgpu::nf4_linear_backward only runs on the meta device")
-
-
-@nf4_linear_backward.register_fake
-def _nf4_bwd_fake(grad: Tensor, qweight: Tensor, absmax: Tensor, in_features: int) -> Tensor:
-    return grad.new_empty((*grad.shape[:-1], in_features))
+nf4_linear = meta_op("whichgpu::nf4_linear")(_nf4_matmul)
+nf4_linear_backward = meta_op("whichgpu::nf4_linear_backward")(_nf4_matmul)
 
 
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
@@ -95,31 +85,24 @@ def _backward(ctx: Any, grad: Tensor) -> tuple[Any, ...]:
 nf4_linear.register_autograd(_backward, setup_context=_setup)
 
 
-def _nf4_cost(x: Any, n_weights: float, out_elems: float, m: int, n: int, k: int) -> Cost:
-    # dequantize_4bit: read 0.5 B/weight + the 8-bit absmaxes (+ their FP32 constants), write the
-    # BF16 weight; the GEMM reads it back.
+def _nf4_cost(x: Any, n_weights: float, m: int, n: int, k: int) -> Cost:
+    """x (M, K) times the dequantised (K, N) weight. dequantize_4bit: read 0.5 B/weight + the
+    8-bit absmaxes (+ their FP32 constants), write the BF16 weight; the GEMM reads it back."""
     wbytes16 = 2.0 * n_weights
     deq_read = 0.5 * n_weights + n_weights / NF4_BLOCK + 4.0 * n_weights / (NF4_BLOCK * NF4_BLOCK2)
     return Cost(mm_flops(m, n, k) + 2.0 * n_weights, "matmul", mm=(1, m, n, k), kernels=2,
                 bytes_read=deq_read + wbytes16 + x.numel() * x.element_size(),
-                bytes_written=wbytes16 + out_elems * x.element_size(), matmul_dtype_from=0,
+                bytes_written=wbytes16 + m * n * x.element_size(), matmul_dtype_from=0,
                 tags=("nf4-dequant",))
 
 
-@register("whichgpu.nf4_linear")
+@register("whichgpu.nf4_linear", "whichgpu.nf4_linear_backward")
 def _nf4_linear_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    # Forward: x (M, in) -> (M, out); backward: grad (M, out) -> (M, in). The same GEMM shape.
     x, q, _a, n = args[0], args[1], args[2], int(args[3])
     k = int(x.shape[-1])
     m = int(x.numel() // k)
-    return _nf4_cost(x, 2.0 * q.numel(), float(m * n), m, n, k)
-
-
-@register("whichgpu.nf4_linear_backward")
-def _nf4_linear_bwd_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
-    g, q, _a, k = args[0], args[1], args[2], int(args[3])
-    n = int(g.shape[-1])
-    m = int(g.numel() // n)
-    return _nf4_cost(g, 2.0 * q.numel(), float(m * k), m, k, n)
+    return _nf4_cost(x, 2.0 * q.numel(), m, n, k)
 
 
 def _is_head(name: str) -> bool:
@@ -137,16 +120,17 @@ def apply_finetune(model: nn.Module, mode: str, rank: int, base_dtype: torch.dty
     if mode == "full":
         return 0
     if mode not in ("lora", "qlora"):
-        raise InputError(f"--finetune must be full, lora or qlora; got {mode!r}")
+        raise InputError(f"finetune must be full, lora or qlora; got {mode!r}", field="finetune")
     if rank <= 0:
-        raise InputError(f"--lora-rank must be > 0, got {rank}")
+        raise InputError(f"LoRA rank must be > 0, got {rank}", field="lora_rank")
     for p in model.parameters():
         p.requires_grad_(False)
     if base_dtype is not None:
         model.to(base_dtype)
     targets = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and n and not _is_head(n)]
     if not targets:
-        raise InputError("LoRA needs nn.Linear layers to adapt; this model has none besides its head")
+        raise InputError("LoRA needs nn.Linear layers to adapt; this model has none besides its head",
+                         field="finetune")
     for name, lin in targets:
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from whichgpu.errors import CaptureError, InputError, MissingExtraError
+from whichgpu.workload.shape import ModelShape
 from whichgpu.workload.zoo.base import BuildRequest, Built
 from whichgpu.workload.zoo.llm.args import SUPPORTED, args_from_config
 from whichgpu.workload.zoo.llm.build import build_decoder
@@ -22,15 +23,16 @@ from whichgpu.workload.zoo.llm.build import build_decoder
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
-def model_meta(cfg: dict[str, Any], path: str) -> dict[str, Any]:
+def model_shape(cfg: dict[str, Any], path: str) -> ModelShape:
+    """A built-in decoder's full shape; for other configs, only their ``model_type``."""
     if cfg.get("model_type") in SUPPORTED:
-        return args_from_config(cfg, path).meta()
-    return {"arch": cfg.get("model_type", "")}
+        return args_from_config(cfg, path).shape()
+    return ModelShape(arch=cfg.get("model_type", ""))
 
 
 def build_hf(cfg: dict[str, Any], req: BuildRequest, path: str) -> Built:
     if req.batch_size <= 0:
-        raise InputError(f"batch size must be > 0, got {req.batch_size}")
+        raise InputError(f"batch size must be > 0, got {req.batch_size}", field="batch_size")
     if cfg.get("model_type") in SUPPORTED:
         return build_decoder(cfg, req, path)
     return _build_transformers(cfg, req, path)
@@ -97,10 +99,10 @@ def _inputs(conf: Any, req: BuildRequest, path: str) -> tuple[dict[str, Any], An
         return x, lambda out, _i: F.cross_entropy(out.logits.float(), labels), b, 0
     s = req.seq_len or 0
     if s <= 0:
-        raise InputError(f"sequence length must be > 0 (--seq-len), got {s}")
+        raise InputError(f"sequence length must be > 0, got {s}", field="seq_len")
     limit = getattr(conf, "max_position_embeddings", None)
     if isinstance(limit, int) and s > limit:
-        raise InputError(f"sequence length {s} exceeds {path}'s max_position_embeddings {limit}")
+        raise InputError(f"sequence length {s} exceeds {path}'s max_position_embeddings {limit}", field="seq_len")
     ids = torch.zeros(b, s, dtype=torch.long, device="meta")
     x = {"input_ids": ids}
     if req.task == "train":

@@ -12,7 +12,8 @@ their costs live here and in `costs.py`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -21,27 +22,33 @@ from torch import Tensor
 from whichgpu.workload.costs import Cost, register, sdpa_backward_flops, sdpa_flops
 
 
-@torch.library.custom_op("whichgpu::attention", mutates_args=())
+def meta_op(name: str) -> Callable[[Callable[..., Any]], Any]:
+    """Define the custom op `name` ("whichgpu::...") from its shape function: the decorated
+    function is the op's fake (meta) implementation, and its signature the op's schema. These ops
+    only ever run on meta tensors, so the real kernel raises."""
+
+    def define(fake: Callable[..., Any]) -> Any:
+        @functools.wraps(fake)
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"{name} only runs on the meta device")
+
+        op = torch.library.custom_op(name, mutates_args=())(kernel)
+        op.register_fake(fake)
+        return op
+
+    return define
+
+
+@meta_op("whichgpu::attention")
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
-    raise RuntimeError("whichgpu::attention only runs on the meta device")
-
-
-@attention.register_fake
-def _attention_fake(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
     lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
     return out, lse
 
 
-@torch.library.custom_op("whichgpu::attention_backward", mutates_args=())
+@meta_op("whichgpu::attention_backward")
 def attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                        mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor, Tensor]:
-    raise RuntimeError("whichgpu::attention_backward only runs on the meta device")
-
-
-@attention_backward.register_fake
-def _attention_backward_fake(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-                             mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor, Tensor]:
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -96,43 +103,38 @@ def _gemm_view(b: int, h: int, sq: int, sk: int, d: int, k: Tensor) -> tuple[int
     return (b * (h // rep), sq * rep, sk, d)
 
 
-@register("whichgpu.attention")
-def _attention_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
-    q, k, v, mask, causal = args[0], args[1], args[2], args[3], bool(args[4])
+def _attention_cost(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, backward: bool) -> Cost:
     b, h, sq, sk, d, dv = _dims(q, k, v)
     tags = (_kind(q, mask),) + (("causal",) if causal else ())
-    return Cost(sdpa_flops(b, h, sq, sk, d, dv, causal), "attention", mm=_gemm_view(b, h, sq, sk, d, k),
-                matmul_dtype_from=0, tags=(*tags, *_group_tag(h, k)))
+    mm = _gemm_view(b, h, sq, sk, d, k)
+    if backward:
+        # FlashAttention-2 backward: a preprocess kernel (dO.O row sums), the main kernel, and a dQ
+        # conversion kernel.
+        return Cost(sdpa_backward_flops(b, h, sq, sk, d, dv, causal), "attention", mm=mm, kernels=3,
+                    matmul_dtype_from=1, tags=tags)
+    return Cost(sdpa_flops(b, h, sq, sk, d, dv, causal), "attention", mm=mm, matmul_dtype_from=0,
+                tags=(*tags, *_group_tag(h, k)))
+
+
+@register("whichgpu.attention")
+def _attention_forward_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    q, k, v, mask, causal = args[:5]
+    return _attention_cost(q, k, v, mask, bool(causal), backward=False)
 
 
 @register("whichgpu.attention_backward")
 def _attention_backward_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
-    q, k, v, mask, causal = args[1], args[2], args[3], args[6], bool(args[7])
-    b, h, sq, sk, d, dv = _dims(q, k, v)
-    tags = (_kind(q, mask),) + (("causal",) if causal else ())
-    # FlashAttention-2 backward: a preprocess kernel (dO.O row sums), the main kernel, and a dQ
-    # conversion kernel.
-    return Cost(sdpa_backward_flops(b, h, sq, sk, d, dv, causal), "attention", mm=_gemm_view(b, h, sq, sk, d, k),
-                kernels=3, matmul_dtype_from=1, tags=tags)
+    _grad, q, k, v, _out, _lse, mask, causal = args[:8]
+    return _attention_cost(q, k, v, mask, bool(causal), backward=True)
 
 
-@torch.library.custom_op("whichgpu::all_reduce", mutates_args=())
+@meta_op("whichgpu::all_reduce")
 def all_reduce(x: Tensor, group: int) -> Tensor:
-    raise RuntimeError("whichgpu::all_reduce only runs on the meta device")
-
-
-@all_reduce.register_fake
-def _all_reduce_fake(x: Tensor, group: int) -> Tensor:
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("whichgpu::all_gather", mutates_args=())
+@meta_op("whichgpu::all_gather")
 def all_gather(x: Tensor, group: int, dim: int) -> Tensor:
-    raise RuntimeError("whichgpu::all_gather only runs on the meta device")
-
-
-@all_gather.register_fake
-def _all_gather_fake(x: Tensor, group: int, dim: int) -> Tensor:
     shape = list(x.shape)
     shape[dim] *= group
     return x.new_empty(shape)
@@ -140,7 +142,7 @@ def _all_gather_fake(x: Tensor, group: int, dim: int) -> Tensor:
 
 @register("whichgpu.all_reduce")
 def _all_reduce_cost(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
-    # The message is the tensor; the time is the collective's (perf/comm.py), not a memory pass.
+    # The message is the tensor; the time is the collective's (parallel/comm.py), not a memory pass.
     x, group = args[0], int(args[1])
     n = float(x.numel() * x.element_size())
     return Cost(0.0, "comm", bytes_read=n, bytes_written=n, tags=("all_reduce", f"group={group}"))

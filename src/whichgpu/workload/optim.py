@@ -49,6 +49,18 @@ class OptimizerSpec:
 # (kernel name, depth, reads: states of "p","g","m","v","t" per element, writes)
 _Step = tuple[str, int, tuple[str, ...], tuple[str, ...], float]
 
+
+def _squared_average(avg: str, decay: str) -> list[_Step]:
+    """The moving average of the squared gradient and its square root, the denominator of the
+    update: the same three foreach calls in _multi_tensor_adamw (exp_avg_sq, beta2) and
+    _multi_tensor_rmsprop (square_avg, alpha)."""
+    return [
+        (f"_foreach_mul_({avg}, {decay})", 1, ("v",), ("v",), 1),
+        (f"_foreach_addcmul_({avg}, grad, grad, 1-{decay})", 2, ("v", "g"), ("v",), 3),
+        (f"_foreach_sqrt({avg})", 2, ("v",), ("t",), 2),
+    ]
+
+
 # FLOPs per element are rough (a handful per element): optimizer steps are memory-bound.
 PLANS: dict[str, list[_Step]] = {
     # torch.optim.SGD (_multi_tensor_sgd) with momentum and weight decay
@@ -62,17 +74,13 @@ PLANS: dict[str, list[_Step]] = {
     "adamw": [
         ("_foreach_mul_(param, 1-lr*wd)", 1, ("p",), ("p",), 1),
         ("_foreach_lerp_(exp_avg, grad, 1-beta1)", 2, ("m", "g"), ("m",), 3),
-        ("_foreach_mul_(exp_avg_sq, beta2)", 1, ("v",), ("v",), 1),
-        ("_foreach_addcmul_(exp_avg_sq, grad, grad, 1-beta2)", 2, ("v", "g"), ("v",), 3),
-        ("_foreach_sqrt(exp_avg_sq)", 2, ("v",), ("t",), 2),
+        *_squared_average("exp_avg_sq", "beta2"),
         ("_foreach_div_(denom, bias_correction2_sqrt)", 1, ("t",), ("t",), 1),
         ("_foreach_add_(denom, eps)", 1, ("t",), ("t",), 1),
         ("_foreach_addcdiv_(param, exp_avg, denom, -step_size)", 3, ("p", "m", "t"), ("p",), 3),
     ],
     "rmsprop": [
-        ("_foreach_mul_(square_avg, alpha)", 1, ("v",), ("v",), 1),
-        ("_foreach_addcmul_(square_avg, grad, grad, 1-alpha)", 2, ("v", "g"), ("v",), 3),
-        ("_foreach_sqrt(square_avg)", 2, ("v",), ("t",), 2),
+        *_squared_average("square_avg", "alpha"),
         ("_foreach_add_(avg, eps)", 1, ("t",), ("t",), 1),
         ("_foreach_mul_(buf, momentum)", 1, ("m",), ("m",), 1),
         ("_foreach_addcdiv_(buf, grad, avg)", 3, ("m", "g", "t"), ("m",), 2),

@@ -50,6 +50,17 @@ class Precision:
     quantize_head: bool = False  # the output head's weight is stored quantised too
     quantize_embedding: bool = False  # the embedding table is stored quantised too
 
+    @property
+    def param_bytes(self) -> float:
+        """Bytes of one stored (unquantised) parameter, and of its gradient: 4 (FP32) or 2 (16-bit)."""
+        return 4.0 if self.param_dtype == "float32" else 2.0
+
+    @property
+    def gathered_param_bytes(self) -> float:
+        """Bytes of one parameter as ZeRO-3 / FSDP gathers it for compute: the autocast dtype
+        (FSDP mixed precision gathers low-precision parameters), else as stored."""
+        return 2.0 if self.autocast is not None else self.param_bytes
+
 
 POLICIES: dict[str, Precision] = {
     "fp32": Precision("fp32", "float32", None, "fp32", description="FP32 everywhere, no tensor cores"),

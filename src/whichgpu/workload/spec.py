@@ -45,29 +45,29 @@ class WorkloadSpec:
 
     def validate(self) -> None:
         if self.task not in TASKS:
-            raise InputError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+            raise InputError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}", field="task")
         if self.phase not in PHASES:
-            raise InputError(f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
+            raise InputError(f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}", field="phase")
         if self.phase != "full" and self.task != "infer":
-            raise InputError(f"--phase {self.phase} applies to inference (--task infer) of causal LMs")
+            raise InputError(f"phase {self.phase} applies to inference of causal LMs", field="phase")
         for name in ("batch_size", "seq_len", "image_size"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or v <= 0):
-                raise InputError(f"{name.replace('_', ' ')} must be > 0, got {v}")
+                raise InputError(f"{name.replace('_', ' ')} must be > 0, got {v}", field=name)
         if self.context is not None and self.context <= 0:
-            raise InputError(f"context must be > 0, got {self.context}")
+            raise InputError(f"context must be > 0, got {self.context}", field="context")
         if self.finetune not in ("full", "lora", "qlora"):
-            raise InputError(f"finetune must be full, lora or qlora; got {self.finetune!r}")
+            raise InputError(f"finetune must be full, lora or qlora; got {self.finetune!r}", field="finetune")
         if self.finetune != "full" and self.task != "train":
-            raise InputError(f"--finetune {self.finetune} applies to training (--task train)")
+            raise InputError(f"finetune {self.finetune} applies to training", field="finetune")
         if self.lora_rank <= 0:
-            raise InputError(f"LoRA rank must be > 0, got {self.lora_rank}")
+            raise InputError(f"LoRA rank must be > 0, got {self.lora_rank}", field="lora_rank")
         if self.checkpointing not in ("none", "selective", "full"):
-            raise InputError(f"checkpointing must be none, selective or full; got {self.checkpointing!r}")
+            raise InputError(f"checkpointing must be none, selective or full; got {self.checkpointing!r}", field="checkpointing")
         if self.checkpointing != "none" and self.task != "train":
-            raise InputError("activation checkpointing applies to training (--task train)")
+            raise InputError("activation checkpointing applies to training", field="checkpointing")
         if self.sparsity not in ("none", "2:4"):
-            raise InputError(f"sparsity must be 'none' or '2:4', got {self.sparsity!r}")
+            raise InputError(f"sparsity must be 'none' or '2:4', got {self.sparsity!r}", field="sparsity")
         get_precision(self.precision, self.task)
 
 
@@ -106,6 +106,35 @@ def classify(model: str) -> ModelSource:
 
     e = get_entry(m)
     return ModelSource("zoo", e.id, e.builder + "#" + e.config, e.title)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the model's source says of it before any capture."""
+
+    causal_lm: bool  # generates text: inference is served as prefill + decode
+    family: str  # the zoo family (decoder, encoder, cnn, ...); "" when unknown
+    unit: str  # what its throughput counts
+
+
+def model_facts(src: ModelSource) -> ModelFacts:
+    """Causal LM, family and throughput unit of a model source (zoo entry or config.json)."""
+    if src.kind == "zoo":
+        from whichgpu.workload.zoo import get_entry
+
+        e = get_entry(src.ref)
+        return ModelFacts(e.causal_lm, e.family, e.throughput_unit)
+    if src.kind == "config":
+        from whichgpu.workload.zoo.llm.args import SUPPORTED
+
+        causal = read_config(src.ref).get("model_type") in SUPPORTED
+        return ModelFacts(causal, "decoder" if causal else "", "tokens/s")
+    return ModelFacts(False, "", "samples/s")
+
+
+def is_serving(spec: WorkloadSpec, src: ModelSource) -> bool:
+    """Inference of a whole causal-LM request: prefill then decode steps (predict.py)."""
+    return spec.task == "infer" and spec.phase == "full" and model_facts(src).causal_lm
 
 
 def read_config(path: str) -> dict[str, Any]:

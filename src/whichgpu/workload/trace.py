@@ -1,7 +1,7 @@
 """The trace: a hardware-independent record of one training or inference step.
 
 Torch-free. Produced by `workload.capture`, consumed by `perf/`, `memory/`, `parallel/`.
-Serialised to JSON (schema ``whichgpu.trace/1``) for the on-disk cache.
+Serialised to JSON (schema ``whichgpu.trace/2``) for the on-disk cache.
 
 An `Op` is one aten call (or a synthetic optimizer / loss-scaling kernel) with its FLOPs and
 bytes. ``count`` is how many times it occurs per step: ops of a repeated block (transformer
@@ -13,9 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any
 
-SCHEMA = "whichgpu.trace/1"
+from whichgpu.workload.shape import ModelShape
+
+__all__ = ["CATEGORIES", "FUSIBLE_CATEGORIES", "PHASES", "SCHEMA", "MemEvent", "ModelShape", "Op", "Trace", "summarize"]
+
+# Version of the on-disk trace format: a cached trace of another version is recaptured.
+# 2: `Trace.shape` (a ModelShape) replaces the `model_meta` dict.
+SCHEMA = "whichgpu.trace/2"
 
 CATEGORIES: tuple[str, ...] = (
     "matmul",      # mm/bmm/addmm/linear: tensor-core eligible GEMMs
@@ -36,6 +41,9 @@ CATEGORIES: tuple[str, ...] = (
     "other",       # everything else (unmodelled FLOPs, bytes still counted)
 )
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
+# Categories whose kernels a fusing compiler (Inductor, XLA, TensorRT) can merge with their
+# neighbours' (perf/fusion.py); the capture flags such ops `Op.fusible`.
+FUSIBLE_CATEGORIES = frozenset({"pointwise", "reduction", "norm", "softmax", "copy", "memset", "loss"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +61,7 @@ class Op:
     modelled: bool = True  # False: no FLOP formula for this op (FLOPs unknown, bytes counted)
     mm: tuple[int, int, int, int] | None = None  # (batch, M, N, K) of the GEMM (conv as implicit GEMM)
     sparse: bool = False  # weight matmul eligible for 2:4 structured sparsity
-    fusible: bool = False  # elementwise/reduction a compiler could fuse with neighbours
+    fusible: bool = False  # elementwise/reduction a compiler could fuse with neighbours (FUSIBLE_CATEGORIES)
     block: str = ""  # template block path when the op belongs to a repeated block
     tags: tuple[str, ...] = ()
     shapes: str = ""  # compact "in -> out" shapes, for reports
@@ -120,7 +128,7 @@ class Trace:
     ops: list[Op]
     mem_events: list[MemEvent] = field(default_factory=list)
     repeats: dict[str, int] = field(default_factory=dict)
-    model_meta: dict[str, Any] = field(default_factory=dict)
+    shape: ModelShape = field(default_factory=ModelShape)
     notes: list[str] = field(default_factory=list)
     key: str = ""
     capture_seconds: float = 0.0
@@ -157,7 +165,8 @@ class Trace:
     # ---- serialisation -----------------------------------------------------------------
 
     def to_json(self) -> str:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ops", "mem_events")}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ops", "mem_events", "shape")}
+        d["shape"] = self.shape.to_dict()
         # Columnar, string-interned ops: compact and fast to load.
         strings: dict[str, int] = {}
 
@@ -185,14 +194,16 @@ class Trace:
             raise ValueError(f"trace schema {d.get('schema')!r} is not {SCHEMA!r}")
         st = d.pop("strings")
         ops = [
-            Op(st[r[0]], st[r[1]], st[r[2]], st[r[3]], st[r[4]], r[5], r[6], r[7], r[8], r[9],
-               bool(r[10]), tuple(r[11]) if r[11] else None, bool(r[12]), bool(r[13]), st[r[14]],
-               tuple(st[t] for t in r[15]), st[r[16]], tuple(r[17]), tuple(r[18]), tuple(r[19]),
-               tuple(r[20]))
+            Op(name=st[r[0]], category=st[r[1]], phase=st[r[2]], module=st[r[3]], dtype=st[r[4]],
+               flops=r[5], bytes_read=r[6], bytes_written=r[7], count=r[8], kernels=r[9],
+               modelled=bool(r[10]), mm=tuple(r[11]) if r[11] else None, sparse=bool(r[12]),
+               fusible=bool(r[13]), block=st[r[14]], tags=tuple(st[t] for t in r[15]), shapes=st[r[16]],
+               ins=tuple(r[17]), in_bytes=tuple(r[18]), outs=tuple(r[19]), out_bytes=tuple(r[20]))
             for r in d.pop("ops")
         ]
-        ev = [MemEvent(e[0], e[1], e[2], st[e[3]], st[e[4]]) for e in d.pop("mem_events")]
-        return cls(ops=ops, mem_events=ev, **d)
+        ev = [MemEvent(op_index=e[0], delta=e[1], sid=e[2], role=st[e[3]], block=st[e[4]]) for e in d.pop("mem_events")]
+        shape = ModelShape.from_dict(d.pop("shape"))
+        return cls(ops=ops, mem_events=ev, shape=shape, **d)
 
 
 def summarize(ops: Iterable[Op], by: str = "category") -> dict[str, dict[str, float]]:

@@ -1,26 +1,72 @@
 """The model zoo: every model of the validation set plus today's common models.
 
 Entries are torch-free metadata (see `base.ZooEntry`); builders are imported lazily.
-Entry lists live in `entries_*.py`, one per family of definitions.
+Entries are data: `entries/*.toml`, one file per family of definitions, each a list of
+``[[model]]`` tables (the `ZooEntry` fields) over the file's ``[defaults]``. A string of the
+defaults may name a key that is not a field in braces (``{transformers_class}``); each model
+fills it (or takes the default's value of that key).
 """
 
 from __future__ import annotations
 
+import string
+from dataclasses import fields
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
+from whichgpu.hardware.catalog import read_toml
 from whichgpu.hardware.names import NameIndex
 from whichgpu.workload.zoo.base import BuildRequest, Built, ZooEntry
 
-__all__ = ["BuildRequest", "Built", "ZooEntry", "all_entries", "get_entry", "is_zoo_name"]
+__all__ = ["BuildRequest", "Built", "ZooEntry", "all_entries", "get_entry", "is_zoo_name", "load_entries"]
+
+ENTRIES_DIR = Path(__file__).with_name("entries")
+ENTRY_FILES = ("vision", "seq", "decoders", "transformers")  # the order `whichgpu models` lists
+_FIELDS = frozenset(f.name for f in fields(ZooEntry))
+
+
+def _frozen(value: Any) -> Any:
+    """TOML arrays and tables as the tuples ZooEntry holds ({amp = 256} -> (("amp", 256),))."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _placeholders(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def _entry(path: Path, defaults: dict[str, Any], model: dict[str, Any]) -> ZooEntry:
+    values = {**defaults, **model}
+    fill = {k: values.pop(k) for k in set(values) - _FIELDS}
+    templates = {k: v for k, v in defaults.items()
+                 if k in _FIELDS and k not in model and isinstance(v, str) and _placeholders(v)}
+    where = f"{path.name}: model {model.get('id', '?')!r}"
+    unknown = set(model) - _FIELDS - {n for v in templates.values() for n in _placeholders(v)}
+    if unknown:
+        raise RuntimeError(f"{where}: unknown fields {sorted(unknown)}")
+    values.update({k: v.format_map(fill) for k, v in templates.items()})
+    try:
+        return ZooEntry(**{k: _frozen(v) for k, v in values.items()})
+    except TypeError as e:
+        raise RuntimeError(f"{where}: {e}") from None
+
+
+def load_entries(name: str) -> tuple[ZooEntry, ...]:
+    """The entries of `entries/<name>.toml`, in file order."""
+    path = ENTRIES_DIR / f"{name}.toml"
+    data = read_toml(path)
+    return tuple(_entry(path, data.get("defaults", {}), m) for m in data["model"])
 
 
 @lru_cache(maxsize=1)
 def all_entries() -> dict[str, ZooEntry]:
-    from whichgpu.workload.zoo import entries_llm, entries_seq, entries_vision
-
     out: dict[str, ZooEntry] = {}
-    for mod in (entries_vision, entries_seq, entries_llm):
-        for e in mod.ENTRIES:
+    for name in ENTRY_FILES:
+        for e in load_entries(name):
             if e.id in out:
                 raise RuntimeError(f"duplicate zoo id {e.id}")
             out[e.id] = e

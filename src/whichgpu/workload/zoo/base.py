@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from whichgpu.workload.shape import ModelShape
+
 
 @dataclass(frozen=True)
 class BuildRequest:
@@ -53,7 +55,7 @@ class Built:
     notes: list[str] = field(default_factory=list)
     # Model facts for the memory model when the builder knows them better than the config
     # (e.g. one tensor-parallel rank's heads); None: from the config.
-    meta: dict[str, Any] | None = None
+    shape: ModelShape | None = None
     # The entry of `inputs` holding the KV cache tensors, and the bytes a cached value is stored
     # in when not the activations' dtype (an FP8 KV cache: 1).
     kv_key: str = ""
@@ -62,7 +64,8 @@ class Built:
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """A model of the zoo. Torch-free: the builder is imported only when a capture runs."""
+    """A model of the zoo (a ``[[model]]`` of `entries/*.toml`). Torch-free: the builder is
+    imported only when a capture runs."""
 
     id: str
     title: str
@@ -93,10 +96,10 @@ class ZooEntry:
     params_reference: int | None = None  # published/real parameter count, for tests
     throughput_unit: str = "samples/s"  # what the field reports: images/s, sequences/s, tokens/s
     notes: str = ""
-    config: str = ""
+    config: str = ""  # packaged config JSON name, for HF-config based entries
     # What "inference" means in the field's benchmarks when it is not one forward pass
     # (e.g. "beam-search generation"): such inference rows are reported as not modelled.
-    infer_benchmark: str = ""  # packaged config JSON name, for HF-config based entries
+    infer_benchmark: str = ""
 
     def default_batch(self, precision: str = "") -> int:
         fam = precision.split("-")[0] if precision else ""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from whichgpu.errors import CaptureError
+from whichgpu.workload.shape import ModelShape
 
 SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gptj", "falcon")
 # MLP activations of the parallel-block families (config `activation_function` / `activation`):
@@ -74,20 +75,18 @@ class DecoderArgs:
                        intermediate=self.intermediate // tp, tp=tp, head_dim_override=self.head_dim,
                        tp_head=split_head)
 
-    def meta(self) -> dict[str, Any]:
-        out = {"arch": "decoder", "family": self.family, "hidden": self.hidden, "layers": self.layers,
-               "heads": self.heads, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
-               "intermediate": self.intermediate, "vocab": self.vocab, "experts": self.experts,
-               "experts_per_token": self.experts_per_token, "tie_embeddings": self.tie_embeddings,
-               "max_positions": self.max_positions}
-        if self.family in ("gptj", "falcon"):
-            # Two MLP matrices (up, down), not Llama's three; attention and MLP side by side.
-            out.update(gated_mlp=False, parallel_norms=self.parallel_norms,
-                       rotary_dim=self.rotary_dim or self.head_dim)
-        if self.tp > 1:
-            # Heads and intermediate size are this rank's (one of `tp`); hidden and vocab whole.
-            out.update(tp=self.tp, tp_head=self.tp_head)
-        return out
+    def shape(self, kv_bytes: float | None = None) -> ModelShape:
+        """The trace's model shape. Heads and intermediate size are this rank's (one of `tp`);
+        hidden and vocab whole. `kv_bytes`: the KV cache's bytes per value when not the
+        activations' dtype."""
+        parallel = self.family in ("gptj", "falcon")  # attention and MLP side by side
+        return ModelShape(
+            arch="decoder", family=self.family, layers=self.layers, hidden=self.hidden, heads=self.heads,
+            kv_heads=self.kv_heads, head_dim=self.head_dim, intermediate=self.intermediate, vocab=self.vocab,
+            experts=self.experts, active_experts=self.experts_per_token, tie_embeddings=self.tie_embeddings,
+            max_positions=self.max_positions, gated_mlp=self.family == "llama", parallel_norms=self.parallel_norms,
+            rotary_dim=(self.rotary_dim or self.head_dim) if parallel else 0, tp=self.tp, tp_head=self.tp_head,
+            kv_bytes=kv_bytes)
 
 
 def _req(cfg: dict[str, Any], key: str, path: str) -> Any:

@@ -33,18 +33,18 @@ def build_decoder(cfg: dict[str, Any], req: BuildRequest, path: str = "config.js
 def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -> Built:
     b = req.batch_size
     if b <= 0:
-        raise InputError(f"batch size must be > 0, got {b}")
+        raise InputError(f"batch size must be > 0, got {b}", field="batch_size")
     eager = req.option("attention", "sdpa") == "eager"
     tp = int(req.option("tp", 1))
     if tp < 1:
-        raise InputError(f"tensor parallelism must be >= 1, got {tp}")
+        raise InputError(f"tensor parallelism must be >= 1, got {tp}", field="tp")
     # Tensor parallelism: the trace is one rank's (its shards and the group's collectives).
     a = a.sharded(tp, split_head=req.option("tp_head", "sharded") == "sharded")
     kv_dtype = req.option("kv_dtype", "auto")
     if kv_dtype not in KV_BYTES:
         raise InputError(f"KV cache dtype must be one of {', '.join(KV_BYTES)}, got {kv_dtype!r}")
     kv_bytes = KV_BYTES[kv_dtype]
-    meta = {**a.meta(), **({"kv_bytes": kv_bytes} if kv_bytes else {})}
+    shape = a.shape(kv_bytes)
     layers = min(a.layers, 2) if req.truncate_layers else a.layers
     with torch.device("meta"):
         model = _model(a, layers, theta, eager)
@@ -53,10 +53,11 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
     full_params = _full_params(a)
     if req.phase == "decode":
         ctx = req.context if req.context is not None else (req.seq_len or 0)
+        ctx_field = "context" if req.context is not None else "seq_len"  # the context defaults to seq_len
         if ctx <= 0:
-            raise InputError(f"decode needs a context length > 0 (--context), got {ctx}")
+            raise InputError(f"decode needs a context length > 0, got {ctx}", field=ctx_field)
         if ctx + 1 > a.max_positions and a.family == "gpt2":
-            raise InputError(f"context {ctx} exceeds the model's {a.max_positions} positions")
+            raise InputError(f"context {ctx} exceeds the model's {a.max_positions} positions", field=ctx_field)
         t = ctx + 1
         ids = torch.zeros(b, 1, dtype=torch.long, device="meta")
         pos = torch.full((1, 1), ctx, dtype=torch.long, device="meta")
@@ -66,19 +67,20 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
         inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos}
         return Built(model, inputs, None, repeats, samples=b, tokens=b, full_params=full_params,
                      notes=[f"decode one token per sequence with a static KV cache of {t} positions"],
-                     meta=meta, kv_key="cache", kv_bytes=kv_bytes)
+                     shape=shape, kv_key="cache", kv_bytes=kv_bytes)
     s = req.seq_len or 0
     if s <= 0:
-        raise InputError(f"sequence length must be > 0, got {s}")
+        raise InputError(f"sequence length must be > 0, got {s}", field="seq_len")
     if s > a.max_positions:
-        raise InputError(f"sequence length {s} exceeds the model's max_position_embeddings {a.max_positions}")
+        raise InputError(f"sequence length {s} exceeds the model's max_position_embeddings {a.max_positions}",
+                         field="seq_len")
     ids = torch.zeros(b, s, dtype=torch.long, device="meta")
     pos = torch.zeros(1, s, dtype=torch.long, device="meta")  # as transformers' default position_ids
     if req.task == "train":
         inputs = {"input_ids": ids, "position_ids": pos}
         labels = torch.zeros(b, s, dtype=torch.long, device="meta")
         return Built(model, inputs, lambda out, _inp: causal_lm_loss(out, labels), repeats, samples=b,
-                     tokens=b * s, full_params=full_params, meta=meta)
+                     tokens=b * s, full_params=full_params, shape=shape)
     if req.phase == "prefill":
         cache = [(torch.empty(b, a.kv_heads, s, a.head_dim, device="meta"),
                   torch.empty(b, a.kv_heads, s, a.head_dim, device="meta")) for _ in range(layers)]
@@ -86,9 +88,9 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
         inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos, "last_only": True}
         return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params,
                      notes=["prefill writes the KV cache and computes logits for the last position only"],
-                     meta=meta, kv_key="cache", kv_bytes=kv_bytes)
+                     shape=shape, kv_key="cache", kv_bytes=kv_bytes)
     inputs = {"input_ids": ids, "position_ids": pos}
-    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params, meta=meta)
+    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params, shape=shape)
 
 
 def _model(a: DecoderArgs, layers: int, theta: float, eager: bool) -> torch.nn.Module:

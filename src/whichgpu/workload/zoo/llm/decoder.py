@@ -16,6 +16,7 @@ static on the meta device:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +43,12 @@ class RMSNorm(nn.Module):
 def rotate_half(x: Tensor) -> Tensor:
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """As transformers' apply_rotary_pos_emb: q, k (B, heads, S, D); cos, sin (B, S, D)."""
+    c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * c + rotate_half(q) * sn, k * c + rotate_half(k) * sn
 
 
 class Rotary(nn.Module):
@@ -103,27 +110,78 @@ def tp_reduce(x: Tensor, a: DecoderArgs) -> Tensor:
     return x
 
 
-def lm_head_logits(head: nn.Module, x: Tensor, a: DecoderArgs) -> Tensor:
-    """Logits: a vocabulary-parallel head all-gathers its shards (tensor parallelism)."""
-    logits: Tensor = head(x)
-    if a.tp > 1 and a.tp_head:
-        logits = torch.ops.whichgpu.all_gather(logits, a.tp, -1)
-    return logits
+class Parts(NamedTuple):
+    """A decoder's modules by role, in the order transformers registers them."""
+
+    tokens: nn.Embedding
+    positions: nn.Embedding | None  # learned position embedding (GPT-2)
+    blocks: nn.ModuleList
+    norm: nn.Module  # final norm
+    rotary: Rotary | None  # one rotary table for every block (Llama, Falcon)
 
 
-def rotary_decoder_forward(embed: nn.Module, rotary: nn.Module, blocks: nn.ModuleList, norm: nn.Module,
-                           head: nn.Module, a: DecoderArgs, eager: bool, input_ids: Tensor, position_ids: Tensor,
-                           cache: list[tuple[Tensor, Tensor]] | None, cache_pos: Tensor | None,
-                           last_only: bool) -> Tensor:
-    """Embedding, rotary tables, the blocks (each reading its KV cache slot), final norm and LM head."""
-    x = embed(input_ids)
-    cos, sin = rotary(x, position_ids)
-    for i, blk in enumerate(blocks):
-        x = blk(x, cos, sin, cache[i] if cache else None, cache_pos, eager)
-    x = norm(x)
-    if last_only:
-        x = x[:, -1:, :]
-    return lm_head_logits(head, x, a)
+class Names(NamedTuple):
+    """transformers' names: the body under the LM head, then its parts (so that parameter paths
+    match the checkpoints' and `build.py`'s `repeats` name the blocks)."""
+
+    body: str
+    tokens: str
+    blocks: str
+    norm: str
+    positions: str = "wpe"
+    rotary: str = "rotary_emb"
+
+
+LLAMA = Names("model", "embed_tokens", "layers", "norm")
+GPT = Names("transformer", "wte", "h", "ln_f")  # GPT-2 and GPT-J
+FALCON = Names("transformer", "word_embeddings", "h", "ln_f")
+
+
+class CausalLM(nn.Module):
+    """A `*ForCausalLM`: the `parts` in a body, named as transformers names them, under `lm_head`.
+
+    One step for every family: embed the tokens (plus learned positions), run the blocks, each
+    with what `block_inputs` gives it (the rotary cos/sin by default) and its KV cache slot, the
+    final norm, then the logits (of the last position only when a prefill asks for `last_only`).
+    `lm_head` covers this rank's share of the vocabulary and shares the embedding's weight when
+    the config ties them.
+    """
+
+    def __init__(self, a: DecoderArgs, eager: bool, names: Names, parts: Parts, head_bias: bool = False) -> None:
+        super().__init__()
+        self.a = a
+        self.eager = eager
+        body = nn.Module()
+        for role, module in zip(Parts._fields, parts, strict=True):
+            if module is not None:
+                body.add_module(getattr(names, role), module)
+        self.add_module(names.body, body)
+        self.parts = parts  # the same modules by role (a plain tuple: registered once, in the body)
+        self.lm_head = nn.Linear(a.hidden, a.vocab_out, bias=head_bias)
+        if a.tie_embeddings and a.vocab_out == a.vocab:
+            self.lm_head.weight = parts.tokens.weight
+
+    def block_inputs(self, x: Tensor, position_ids: Tensor) -> tuple[Tensor, ...]:
+        """What every block takes after the hidden state (and before its cache)."""
+        rotary = self.parts.rotary
+        return () if rotary is None else rotary(x, position_ids)
+
+    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
+                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
+        p = self.parts
+        x = p.tokens(input_ids)
+        if p.positions is not None:
+            x = x + p.positions(position_ids)
+        extra = self.block_inputs(x, position_ids)
+        for i, blk in enumerate(p.blocks):
+            x = blk(x, *extra, cache[i] if cache else None, cache_pos, self.eager)
+        x = p.norm(x)
+        if last_only:
+            x = x[:, -1:, :]
+        logits: Tensor = self.lm_head(x)
+        if self.a.tp > 1 and self.a.tp_head:  # a vocabulary-parallel head all-gathers its shards
+            logits = torch.ops.whichgpu.all_gather(logits, self.a.tp, -1)
+        return logits
 
 
 class Attention(nn.Module):
@@ -143,9 +201,7 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(b, s, -1, d).transpose(1, 2)  # (B, H, S, D)
         k = self.k_proj(x).view(b, s, -1, d).transpose(1, 2)  # (B, KV, S, D)
         v = self.v_proj(x).view(b, s, -1, d).transpose(1, 2)
-        c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * c + rotate_half(q) * sn
-        k = k * c + rotate_half(k) * sn
+        q, k = apply_rotary(q, k, cos, sin)
         o = attend(q, k, v, cache, cache_pos, eager, softmax_fp32=True)
         return tp_reduce(self.o_proj(o), self.a)
 
@@ -219,32 +275,14 @@ class Block(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))  # type: ignore[no-any-return]
 
 
-class Model(nn.Module):
-    def __init__(self, a: DecoderArgs, layers: int, theta: float) -> None:
-        super().__init__()
-        self.embed_tokens = nn.Embedding(a.vocab, a.hidden)
-        self.layers = nn.ModuleList(Block(a) for _ in range(layers))
-        self.norm = RMSNorm(a.hidden, a.norm_eps)
-        self.rotary_emb = Rotary(a.head_dim, theta)
-
-
-class LlamaLike(nn.Module):
-    """`LlamaForCausalLM`-shaped: model.{embed_tokens, layers, norm}, lm_head."""
+class LlamaLike(CausalLM):
+    """`LlamaForCausalLM`-shaped: model.{embed_tokens, layers, norm, rotary_emb}, lm_head."""
 
     def __init__(self, a: DecoderArgs, layers: int, theta: float = 10000.0, eager: bool = False) -> None:
-        super().__init__()
-        self.a = a
-        self.eager = eager
-        self.model = Model(a, layers, theta)
-        self.lm_head = nn.Linear(a.hidden, a.vocab_out, bias=False)
-        if a.tie_embeddings and a.vocab_out == a.vocab:
-            self.lm_head.weight = self.model.embed_tokens.weight
-
-    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
-                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
-        m = self.model
-        return rotary_decoder_forward(m.embed_tokens, m.rotary_emb, m.layers, m.norm, self.lm_head, self.a, self.eager,
-                                      input_ids, position_ids, cache, cache_pos, last_only)
+        super().__init__(a, eager, LLAMA, Parts(
+            tokens=nn.Embedding(a.vocab, a.hidden), positions=None,
+            blocks=nn.ModuleList(Block(a) for _ in range(layers)), norm=RMSNorm(a.hidden, a.norm_eps),
+            rotary=Rotary(a.head_dim, theta)))
 
 
 class GPT2Attention(nn.Module):
@@ -278,35 +316,14 @@ class GPT2Block(nn.Module):
         return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))  # type: ignore[no-any-return]
 
 
-class GPT2Body(nn.Module):
-    def __init__(self, a: DecoderArgs, layers: int) -> None:
-        super().__init__()
-        self.wte = nn.Embedding(a.vocab, a.hidden)
-        self.wpe = nn.Embedding(a.max_positions, a.hidden)
-        self.h = nn.ModuleList(GPT2Block(a) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(a.hidden, eps=a.norm_eps)
-
-
-class GPT2Like(nn.Module):
+class GPT2Like(CausalLM):
     """`GPT2LMHeadModel`-shaped: transformer.{wte, wpe, h, ln_f}, lm_head tied to wte."""
 
     def __init__(self, a: DecoderArgs, layers: int, eager: bool = False) -> None:
-        super().__init__()
-        self.a = a
-        self.eager = eager
-        self.transformer = GPT2Body(a, layers)
-        self.lm_head = nn.Linear(a.hidden, a.vocab, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight
-
-    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
-                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
-        x = self.transformer.wte(input_ids) + self.transformer.wpe(position_ids)
-        for i, blk in enumerate(self.transformer.h):
-            x = blk(x, cache[i] if cache else None, cache_pos, self.eager)
-        x = self.transformer.ln_f(x)
-        if last_only:
-            x = x[:, -1:, :]
-        return self.lm_head(x)  # type: ignore[no-any-return]
+        super().__init__(a, eager, GPT, Parts(
+            tokens=nn.Embedding(a.vocab, a.hidden), positions=nn.Embedding(a.max_positions, a.hidden),
+            blocks=nn.ModuleList(GPT2Block(a) for _ in range(layers)), norm=nn.LayerNorm(a.hidden, eps=a.norm_eps),
+            rotary=None))
 
 
 def causal_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:

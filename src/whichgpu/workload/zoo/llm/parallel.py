@@ -20,11 +20,13 @@ from torch import Tensor, nn
 
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 from whichgpu.workload.zoo.llm.decoder import (
+    FALCON,
+    GPT,
+    CausalLM,
+    Parts,
     Rotary,
+    apply_rotary,
     attend,
-    lm_head_logits,
-    rotary_decoder_forward,
-    rotate_half,
     tp_reduce,
 )
 
@@ -116,35 +118,17 @@ class GPTJBlock(nn.Module):
         return self.attn(h, pos, cache, cache_pos, eager) + self.mlp(h) + x  # type: ignore[no-any-return]
 
 
-class GPTJBody(nn.Module):
-    def __init__(self, a: DecoderArgs, layers: int) -> None:
-        super().__init__()
-        self.wte = nn.Embedding(a.vocab, a.hidden)
-        self.h = nn.ModuleList(GPTJBlock(a) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(a.hidden, eps=a.norm_eps)
-
-
-class GPTJLike(nn.Module):
+class GPTJLike(CausalLM):
     """`GPTJForCausalLM`-shaped: transformer.{wte, h, ln_f}, lm_head with a bias (untied by default)."""
 
     def __init__(self, a: DecoderArgs, layers: int, eager: bool = False) -> None:
-        super().__init__()
-        self.a = a
-        self.eager = eager
-        self.transformer = GPTJBody(a, layers)
-        self.lm_head = nn.Linear(a.hidden, a.vocab_out)
-        if a.tie_embeddings and a.vocab_out == a.vocab:
-            self.lm_head.weight = self.transformer.wte.weight
+        super().__init__(a, eager, GPT, Parts(
+            tokens=nn.Embedding(a.vocab, a.hidden), positions=None,
+            blocks=nn.ModuleList(GPTJBlock(a) for _ in range(layers)), norm=nn.LayerNorm(a.hidden, eps=a.norm_eps),
+            rotary=None), head_bias=True)
 
-    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
-                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
-        x = self.transformer.wte(input_ids)
-        for i, blk in enumerate(self.transformer.h):
-            x = blk(x, position_ids, cache[i] if cache else None, cache_pos, self.eager)
-        x = self.transformer.ln_f(x)
-        if last_only:
-            x = x[:, -1:, :]
-        return lm_head_logits(self.lm_head, x, self.a)
+    def block_inputs(self, x: Tensor, position_ids: Tensor) -> tuple[Tensor, ...]:
+        return (position_ids,)  # each layer looks its sin/cos up in its own table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,9 +152,7 @@ class FalconAttention(nn.Module):
         q = qkv[:, :, :, :-2].reshape(b, s, a.heads, d).transpose(1, 2)  # (B, H, S, D)
         k = qkv[:, :, :, -2].transpose(1, 2)  # (B, KV, S, D)
         v = qkv[:, :, :, -1].transpose(1, 2)
-        c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * c + rotate_half(q) * sn
-        k = k * c + rotate_half(k) * sn
+        q, k = apply_rotary(q, k, cos, sin)
         o = attend(q, k, v, cache, cache_pos, eager, softmax_fp32=False)
         return tp_reduce(self.dense(o), self.a)
 
@@ -219,29 +201,11 @@ class FalconBlock(nn.Module):
         return x + out  # type: ignore[no-any-return]
 
 
-class FalconBody(nn.Module):
-    def __init__(self, a: DecoderArgs, layers: int, theta: float) -> None:
-        super().__init__()
-        self.word_embeddings = nn.Embedding(a.vocab, a.hidden)
-        self.h = nn.ModuleList(FalconBlock(a) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(a.hidden, eps=a.norm_eps)
-        self.rotary_emb = Rotary(a.head_dim, theta)
-
-
-class FalconLike(nn.Module):
-    """`FalconForCausalLM`-shaped: transformer.{word_embeddings, h, ln_f}, lm_head (tied by default)."""
+class FalconLike(CausalLM):
+    """`FalconForCausalLM`-shaped: transformer.{word_embeddings, h, ln_f, rotary_emb}, lm_head (tied by default)."""
 
     def __init__(self, a: DecoderArgs, layers: int, theta: float = 10000.0, eager: bool = False) -> None:
-        super().__init__()
-        self.a = a
-        self.eager = eager
-        self.transformer = FalconBody(a, layers, theta)
-        self.lm_head = nn.Linear(a.hidden, a.vocab_out, bias=False)
-        if a.tie_embeddings and a.vocab_out == a.vocab:
-            self.lm_head.weight = self.transformer.word_embeddings.weight
-
-    def forward(self, input_ids: Tensor, position_ids: Tensor, cache: list[tuple[Tensor, Tensor]] | None = None,
-                cache_pos: Tensor | None = None, last_only: bool = False) -> Tensor:
-        t = self.transformer
-        return rotary_decoder_forward(t.word_embeddings, t.rotary_emb, t.h, t.ln_f, self.lm_head, self.a, self.eager,
-                                      input_ids, position_ids, cache, cache_pos, last_only)
+        super().__init__(a, eager, FALCON, Parts(
+            tokens=nn.Embedding(a.vocab, a.hidden), positions=None,
+            blocks=nn.ModuleList(FalconBlock(a) for _ in range(layers)), norm=nn.LayerNorm(a.hidden, eps=a.norm_eps),
+            rotary=Rotary(a.head_dim, theta)))

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from whichgpu.workload.zoo.base import BuildRequest, Built
 from whichgpu.workload.zoo.vision.classify import build_classifier
+from whichgpu.workload.zoo.vision.common import SequentialSqueezeExcitation, conv
 
 BN_EPS = 1e-3
 BN_MOMENTUM = 0.01
@@ -80,26 +81,12 @@ WIDESE_B4 = replace(B4, wide_se=True)
 def conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> nn.Sequential:
     """DLE ``LayerBuilder.conv(..., bn=True, act=...)``: conv (no bias) -> BN [-> SiLU]."""
     layers: list[tuple[str, nn.Module]] = [
-        ("conv", nn.Conv2d(cin, cout, k, stride=stride, padding=(k - 1) // 2, groups=groups, bias=False)),
+        ("conv", conv(k, cin, cout, stride=stride, groups=groups)),
         ("bn", nn.BatchNorm2d(cout, eps=BN_EPS, momentum=BN_MOMENTUM)),
     ]
     if act:
         layers.append(("activation", nn.SiLU(inplace=True)))
     return nn.Sequential(OrderedDict(layers))
-
-
-class SqueezeExcitation(nn.Module):
-    def __init__(self, channels: int, hidden: int) -> None:
-        super().__init__()
-        self.squeeze = nn.Linear(channels, hidden)
-        self.expand = nn.Linear(hidden, channels)
-        self.activation = nn.SiLU(inplace=True)
-        self.sigmoid = nn.Sigmoid()
-
-    def forward(self, x: Tensor) -> Tensor:
-        out = torch.mean(x, [2, 3])  # (B, C)
-        gate: Tensor = self.sigmoid(self.expand(self.activation(self.squeeze(out))))  # (B, C)
-        return gate.unsqueeze(2).unsqueeze(3) * x  # (B, C, H, W)
 
 
 class StochasticDepthResidual(nn.Module):
@@ -127,7 +114,7 @@ class MBConv(nn.Module):
         se_hidden = max(1, int((hidden if arch.wide_se else cin) * arch.se_ratio))
         self.expand = None if hidden == cin else conv_bn(cin, hidden, 1)
         self.depsep = conv_bn(hidden, hidden, k, stride=stride, groups=hidden)
-        self.se = SqueezeExcitation(hidden, se_hidden)
+        self.se = SequentialSqueezeExcitation(hidden, se_hidden, nn.SiLU(inplace=True))
         self.proj = conv_bn(hidden, cout, 1, act=False)
         self.residual_add = StochasticDepthResidual(survival_prob) if survival_prob < 1.0 else None
 

@@ -17,22 +17,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from whichgpu.workload.costs import Cost, register
+from whichgpu.workload.ops import meta_op
 
 IOU_FLOPS = 13
 
 
-@torch.library.custom_op("whichgpu::nms", mutates_args=())
+@meta_op("whichgpu::nms")
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, max_out: int) -> tuple[Tensor, Tensor]:
     """boxes (N, K, 4), scores (N, K), sorted by score -> kept boxes (N, M, 4), scores (N, M)."""
-    raise RuntimeError("whichgpu::nms only runs on the meta device")
-
-
-@nms.register_fake
-def _nms_fake(boxes: Tensor, scores: Tensor, iou_threshold: float, max_out: int) -> tuple[Tensor, Tensor]:
     n, k = int(scores.shape[0]), int(scores.shape[1])
     m = min(max_out, k)
     return boxes.new_empty((n, m, 4)), scores.new_empty((n, m))

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from whichgpu.workload.zoo.base import BuildRequest, Built
 from whichgpu.workload.zoo.vision.classify import build_classifier
+from whichgpu.workload.zoo.vision.common import SqueezeExcitation, conv
 
 
 @dataclass(frozen=True)
@@ -50,28 +51,6 @@ SE_RESNEXT101_32X4D = ResNetArch(layers=(3, 4, 23, 3), widths=(128, 256, 512, 10
                                  cardinality=32, se=True)
 
 
-def conv(k: int, cin: int, cout: int, stride: int = 1, groups: int = 1) -> nn.Conv2d:
-    """DLE ``LayerBuilder.conv``: 'same' padding, no bias."""
-    return nn.Conv2d(cin, cout, k, stride=stride, padding=(k - 1) // 2, groups=groups, bias=False)
-
-
-class SqueezeExcitation(nn.Module):
-    """DLE ``SqueezeAndExcitation``: returns the (B, C, 1, 1) gate, the caller multiplies."""
-
-    def __init__(self, channels: int, hidden: int) -> None:
-        super().__init__()
-        self.squeeze = nn.Linear(channels, hidden)
-        self.expand = nn.Linear(hidden, channels)
-        self.activation = nn.ReLU(inplace=True)
-        self.sigmoid = nn.Sigmoid()
-
-    def forward(self, x: Tensor) -> Tensor:
-        out = torch.mean(x, [2, 3])  # (B, C)
-        out = self.activation(self.squeeze(out))  # (B, hidden)
-        gate: Tensor = self.sigmoid(self.expand(out))  # (B, C)
-        return gate.unsqueeze(2).unsqueeze(3)  # (B, C, 1, 1)
-
-
 class Bottleneck(nn.Module):
     def __init__(self, cin: int, width: int, expansion: int, stride: int, cardinality: int,
                  downsample: nn.Module | None, se_hidden: int | None) -> None:
@@ -85,7 +64,7 @@ class Bottleneck(nn.Module):
         self.bn3 = nn.BatchNorm2d(cout)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = downsample
-        self.squeeze = SqueezeExcitation(cout, se_hidden) if se_hidden else None
+        self.squeeze = SqueezeExcitation(cout, se_hidden, nn.ReLU(inplace=True)) if se_hidden else None
 
     def forward(self, x: Tensor) -> Tensor:
         residual = x

@@ -26,35 +26,23 @@ import torch
 from torch import Tensor
 
 from whichgpu.workload.costs import Cost, register
+from whichgpu.workload.ops import meta_op
 
 BILINEAR_FLOPS = 7  # 4 multiplies + 3 adds per bilinear sample
 
 
-@torch.library.custom_op("whichgpu::roi_align", mutates_args=())
+@meta_op("whichgpu::roi_align")
 def roi_align(features: Tensor, rois: Tensor, spatial_scale: float, pooled_h: int, pooled_w: int,
               sampling_ratio: int, aligned: bool) -> Tensor:
     """features (N, C, H, W), rois (R, 5) = (image index, x1, y1, x2, y2) -> (R, C, ph, pw)."""
-    raise RuntimeError("whichgpu::roi_align only runs on the meta device")
-
-
-@roi_align.register_fake
-def _roi_align_fake(features: Tensor, rois: Tensor, spatial_scale: float, pooled_h: int,
-                    pooled_w: int, sampling_ratio: int, aligned: bool) -> Tensor:
     return features.new_empty((rois.shape[0], features.shape[1], pooled_h, pooled_w))
 
 
-@torch.library.custom_op("whichgpu::roi_align_backward", mutates_args=())
+@meta_op("whichgpu::roi_align_backward")
 def roi_align_backward(grad: Tensor, rois: Tensor, spatial_scale: float, pooled_h: int,
                        pooled_w: int, batch: int, channels: int, height: int, width: int,
                        sampling_ratio: int, aligned: bool) -> Tensor:
     """grad (R, C, ph, pw) -> grad of the features (N, C, H, W)."""
-    raise RuntimeError("whichgpu::roi_align_backward only runs on the meta device")
-
-
-@roi_align_backward.register_fake
-def _roi_align_backward_fake(grad: Tensor, rois: Tensor, spatial_scale: float, pooled_h: int,
-                             pooled_w: int, batch: int, channels: int, height: int, width: int,
-                             sampling_ratio: int, aligned: bool) -> Tensor:
     return grad.new_empty((batch, channels, height, width))
 
 

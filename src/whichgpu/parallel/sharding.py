@@ -29,21 +29,16 @@ gradients (the unsharded gradients are not kept), overlapped with the whole forw
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from whichgpu.hardware.spec import GpuSpec
-from whichgpu.perf.comm import RING_STEP_LATENCY_S, CommEstimate, bus_bandwidth
-from whichgpu.perf.params import PerfParams
-from whichgpu.perf.plan import Plan
+from whichgpu.hardware.system import System
+from whichgpu.parallel.comm import CommEstimate, Link, dp_link, node_link, ring_link
+from whichgpu.parallel.plan import FULL_SHARD, LABELS, Plan
 from whichgpu.workload.precision import POLICIES
 from whichgpu.workload.trace import Trace
 
-# The same names as memory.states.SHARDINGS (a test keeps them equal).
-SHARDINGS: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op")
-FULL_SHARD: tuple[str, ...] = ("zero3", "fsdp-full")
-LABELS: dict[str, str] = {
-    "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
-    "fsdp-full": "FSDP FULL_SHARD", "fsdp-grad-op": "FSDP SHARD_GRAD_OP",
-}
+if TYPE_CHECKING:  # perf/ imports this package; the parameters are only read here
+    from whichgpu.perf.params import PerfParams
 
 
 def traffic_bytes(sharding: str, gpus: int, param_bytes: float, grad_bytes: float) -> float:
@@ -62,34 +57,37 @@ def gathered_param_bytes(trace: Trace) -> float:
     if (trace.finetune or "full").startswith("qlora"):
         return float(trace.param_bytes + trace.buffer_bytes)  # NF4 base + adapters as stored
     pol = POLICIES.get(trace.precision)
-    sixteen = pol is not None and (pol.autocast is not None or pol.param_dtype in ("float16", "bfloat16"))
-    return trace.params * (2.0 if sixteen else 4.0)
+    return trace.params * (pol.gathered_param_bytes if pol is not None else 4.0)
 
 
-def _collective(nbytes: float, gpus: int, bw: float, step_latency_s: float, bucket_bytes: float) -> float:
+def _collective(nbytes: float, gpus: int, link: Link, bucket_bytes: float) -> float:
     """One ring reduce-scatter or all-gather: (n-1)/n of the buffer over the bus, n-1 latency
     steps per bucket."""
-    if nbytes <= 0:
+    if nbytes <= 0 or gpus <= 1:
         return 0.0
     buckets = max(1, math.ceil(nbytes / bucket_bytes))
-    return (gpus - 1) / gpus * nbytes / bw + step_latency_s * (gpus - 1) * buckets
+    return (gpus - 1) / gpus * nbytes / link.bytes_per_s + link.step_latency_s * (gpus - 1) * buckets
 
 
-def sharded_comm(trace: Trace, grad_elem_bytes: float, spec: GpuSpec, plan: Plan, params: PerfParams,
+def sharded_comm(trace: Trace, grad_elem_bytes: float, system: System, plan: Plan, params: PerfParams,
                  backward_s: float, step_gpu_s: float) -> CommEstimate:
     """Communication of one optimizer step (``plan.grad_accum`` micro-batches) under
     ``plan.sharding``; ``backward_s`` and ``step_gpu_s`` are one micro-batch's backward and whole
-    GPU time, the windows the collectives overlap with."""
-    n = plan.gpus
+    GPU time, the windows the collectives overlap with.
+
+    fsdp-hybrid (HYBRID_SHARD): the ZeRO-3 collectives run inside a node's shard group; the
+    gradient shards are then all-reduced across the replicas (one per node) over the network."""
+    n = plan.dp
     grads = trace.trainable_params * grad_elem_bytes
     if n <= 1 or grads <= 0:
         return CommEstimate(0.0, 0.0, 0.0, "", 0.0)
-    bw, link = bus_bandwidth(spec, plan, params)
-    lat = RING_STEP_LATENCY_S["inter" if plan.nodes > 1 else "intra"]
+    hybrid = plan.sharding == "fsdp-hybrid"
+    group = plan.shard_gpus(system.gpus_per_node) if hybrid else n
+    link = node_link(system, group, params, plan.p2p) if hybrid else dp_link(system, plan, params)
     bucket = plan.bucket_mb * 1e6
 
     def coll(nbytes: float) -> float:
-        return _collective(nbytes, n, bw, lat, bucket)
+        return _collective(nbytes, group, link, bucket)
 
     def exposed(total: float, window: float, nbytes: float) -> float:
         last = coll(min(nbytes, bucket))  # the last bucket / unit cannot hide behind anything
@@ -100,20 +98,34 @@ def sharded_comm(trace: Trace, grad_elem_bytes: float, spec: GpuSpec, plan: Plan
         p = gathered_param_bytes(trace)
         per_micro = 2.0 * coll(p) + coll(grads)
         hidden = exposed(per_micro, step_gpu_s, p)
-        return CommEstimate(per_micro * accum, hidden * accum, bw / 1e9, link,
-                            traffic_bytes(plan.sharding, n, p, grads) * accum)
+        moved = traffic_bytes(plan.sharding, group, p, grads) * accum
+        total, text = per_micro * accum, link.text
+        replicas = n // group
+        if hybrid and replicas > 1:  # all-reduce of each GPU's gradient shard across the nodes
+            net = ring_link(system, replicas, params, plan.p2p, span=plan.gpus)
+            shard = grads / group
+            across = 2.0 * _collective(shard, replicas, net, bucket)
+            total += across
+            hidden = hidden * accum + exposed(across, backward_s, shard)
+            moved += 2.0 * (replicas - 1) / replicas * shard
+            return CommEstimate(total, min(hidden, total), link.bytes_per_s / 1e9, f"{text}; replicas over {net.text}",
+                                moved)
+        return CommEstimate(total, hidden * accum, link.bytes_per_s / 1e9, text, moved)
     rs = coll(grads)
     ag = coll(grads)  # updated parameters, in the gradients' dtype (ZeRO section 7.2.1)
     forward_s = max(step_gpu_s - backward_s, 0.0)
     hidden = exposed(rs, backward_s, grads) + exposed(ag, forward_s, grads)
-    return CommEstimate(rs + ag, hidden, bw / 1e9, link, traffic_bytes(plan.sharding, n, 0.0, grads))
+    return CommEstimate(rs + ag, hidden, link.bytes_per_s / 1e9, link.text, traffic_bytes(plan.sharding, n, 0.0, grads))
 
 
 def describe(plan: Plan) -> str:
     """One line for a report: what the sharded step communicates."""
-    label = LABELS.get(plan.sharding, plan.sharding)
+    label = LABELS[plan.sharding]
+    if plan.sharding == "fsdp-hybrid":
+        return (f"{label} over {plan.dp} GPUs: parameters all-gathered and gradients reduce-scattered inside each "
+                "node every micro-batch, gradient shards all-reduced across nodes")
     if plan.sharding in FULL_SHARD:
-        return (f"{label} over {plan.gpus} GPUs: parameters all-gathered in forward and backward, gradients "
+        return (f"{label} over {plan.dp} GPUs: parameters all-gathered in forward and backward, gradients "
                 "reduce-scattered, every micro-batch (1.5x DDP's traffic; ZeRO paper section 7)")
-    return (f"{label} over {plan.gpus} GPUs: gradients reduce-scattered and updated parameters all-gathered "
+    return (f"{label} over {plan.dp} GPUs: gradients reduce-scattered and updated parameters all-gathered "
             "once per optimizer step (DDP's traffic; ZeRO paper section 7)")

@@ -1,0 +1,255 @@
+"""Reading system files: ``hardware/systems/*.toml`` and the user's catalog directories.
+
+The fields, their checks and the ``[sources]`` rule are described in hardware/system.py. Every
+problem is a ``CatalogError(file, field, what would be valid)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+from typing import Any
+
+from whichgpu.errors import CatalogError, WhichGPUError
+from whichgpu.hardware.catalog import (
+    MISSING_DIR,
+    Catalog,
+    load_catalog,
+    merge_raw,
+    user_catalog_dirs,
+)
+from whichgpu.hardware.datafiles import (
+    Entry,
+    Field,
+    FileSchema,
+    Raw,
+    flag,
+    number,
+    one_of,
+    packaged_entries,
+    strings,
+    text,
+    user_files,
+    whole,
+)
+from whichgpu.hardware.system import (
+    KINDS,
+    SCALEOUT_KINDS,
+    SCALEUP_GENERATIONS,
+    SCHEMA,
+    SYSTEMS_DIR,
+    Pcie,
+    ScaleOut,
+    ScaleUp,
+    System,
+    Systems,
+    _packaged,
+    is_pcie_card,
+)
+
+TOP_FIELDS: dict[str, Field] = {
+    "schema": text(required=True),
+    "id": text(required=True),
+    "name": text(required=True),
+    "kind": one_of(KINDS, required=True),
+    "gpu": text(),
+    "gpus_per_node": whole(required=True),
+    "default_for": strings(),
+    "aliases": strings(),
+    "notes": text(),
+}
+SECTIONS: dict[str, dict[str, Field]] = {
+    "scaleup": {
+        "link": text(required=True),
+        "generation": one_of(SCALEUP_GENERATIONS, required=True),
+        "gbps_per_direction": number(required=True),
+        "domain_gpus": whole(required=True),
+        "latency_us": number("nonneg", required=True),
+    },
+    "pcie": {
+        "gen": one_of((3, 4, 5, 6), required=True),
+        "lanes": one_of((1, 2, 4, 8, 16), required=True),
+        "p2p": flag(required=True),
+        "latency_us": number("nonneg", required=True),
+    },
+    "scaleout": {
+        "kind": one_of(SCALEOUT_KINDS, required=True),
+        "gbps_per_gpu": number(required=True),
+        "rails": whole(required=True),
+        "latency_us": number("nonneg", required=True),
+    },
+}
+OPTIONAL_SECTIONS = ("scaleup", "scaleout")  # absent or "none": no such link
+FIGURES: tuple[str, ...] = ("gpus_per_node", *(f"{s}.{f}" for s, fs in SECTIONS.items() for f in fs))
+_SOURCE_KEYS = frozenset({"default", *TOP_FIELDS, *SECTIONS, *FIGURES})
+_ID = re.compile(r"[a-z0-9][a-z0-9.\-]*")
+
+
+# --------------------------------------------------------------------------- checking files
+
+
+def _want(f: Field) -> str:
+    if f.check == "choice":
+        return "one of " + ", ".join(f.choices)
+    if f.check in ("pos", "nonneg"):
+        return ("a whole number" if f.types == (int,) else "a number") + (" > 0" if f.check == "pos" else " >= 0")
+    return {"bool": "true or false", "list": "a list of strings"}.get(f.check, "a non-empty string")
+
+
+def _check(path: str, name: str, value: Any, f: Field) -> None:
+    well_typed = isinstance(value, f.types) and not (isinstance(value, bool) and bool not in f.types)
+    if not well_typed:
+        bad = True
+    elif f.check in ("pos", "nonneg"):
+        bad = not math.isfinite(value) or value < 0 or (f.check == "pos" and value == 0)
+    elif f.check == "choice":
+        bad = str(value) not in f.choices
+    elif f.check == "list":
+        bad = not all(isinstance(v, str) and v for v in value)
+    else:
+        bad = f.check == "str" and not value.strip()
+    if bad:
+        raise CatalogError(path, name, f"expected {_want(f)}, got {value!r}")
+
+
+def _check_sources(path: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise CatalogError(path, "sources", 'expected a table of "field" = "URL or document"')
+    for skey, sval in value.items():
+        if skey not in _SOURCE_KEYS:
+            close = difflib.get_close_matches(skey, sorted(_SOURCE_KEYS), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "valid: default, a section or section.field"
+            raise CatalogError(path, f"sources.{skey}", f"names no figure; {hint}")
+        if not isinstance(sval, str) or not sval.strip():
+            raise CatalogError(path, f"sources.{skey}", "expected a non-empty string (URL or document)")
+
+
+SYSTEM_FILE = FileSchema(TOP_FIELDS, SECTIONS, _check, tables={"sources": _check_sources},
+                         required_sections=("pcie",), optional_sections=OPTIONAL_SECTIONS)
+
+
+def _lookup(sources: dict[str, Any], figure: str) -> str:
+    for k in (figure, figure.split(".", 1)[0], "default"):
+        if isinstance(sources.get(k), str) and sources[k]:
+            return str(sources[k])
+    return ""
+
+
+def _figure_paths(raw: dict[str, Any]) -> list[str]:
+    out = ["gpus_per_node"] if "gpus_per_node" in raw else []
+    for sec, fields in SECTIONS.items():
+        if isinstance(raw.get(sec), dict):
+            out += [f"{sec}.{f}" for f in fields if f in raw[sec]]
+    return out
+
+
+def validate_raw(path: str, raw: Raw, partial: bool = False) -> None:
+    """Check one file's structure. A `partial` file (an override) may leave out required fields."""
+    SYSTEM_FILE.check_fields(path, raw)
+    if raw.get("schema") != SCHEMA:
+        raise CatalogError(path, "schema", f"expected {SCHEMA!r}, got {raw.get('schema')!r}")
+    if partial:
+        return
+    SYSTEM_FILE.check_complete(path, raw)
+    if not _ID.fullmatch(raw["id"]):
+        raise CatalogError(path, "id", f"expected lowercase letters, digits, '-' or '.', got {raw['id']!r}")
+    for fig in _figure_paths(raw):
+        if not _lookup(raw.get("sources", {}), fig):
+            raise CatalogError(path, f"sources.{fig}", f"no source for this figure; add \"{fig}\" = "
+                               "\"URL or document\" (or a [sources] default)")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _override(base: Raw, over: Raw, path: str) -> Raw:
+    """A user override merged field by field; the figures it sets take its sources (its own
+    field, section or default key), never the packaged ones, which cite other numbers."""
+    over_src = over.get("sources", {})
+    merged = merge_raw(base, {k: v for k, v in over.items() if k != "sources"})
+    src = merged.setdefault("sources", {})
+    for fig in _figure_paths(over):
+        src[fig] = _lookup(over_src, fig) or f"user override {path} (it names no source)"
+    src.update({k: v for k, v in over_src.items() if k not in ("default", *SECTIONS)})
+    return merged
+
+
+def _validate_new(path: str, raw: Raw, known: list[str]) -> None:
+    """A new system's file is complete; a missing field in one whose id is close to a known
+    one's was likely meant as an override of it."""
+    try:
+        validate_raw(path, raw)
+    except CatalogError as e:
+        close = difflib.get_close_matches(raw["id"], known, n=1)
+        if e.field and "missing" in str(e) and close:
+            raise CatalogError(path, e.field, f"required field is missing (a new system; to change "
+                               f"a packaged one give its id, e.g. {close[0]!r})") from None
+        raise
+
+
+def _resolve_gpu(catalog: Catalog, path: str, key: str, name: str) -> str:
+    try:
+        return catalog.get(name).id
+    except WhichGPUError as e:
+        raise CatalogError(path, key, str(e)) from None
+
+
+def _build(entry: Entry, catalog: Catalog) -> System:
+    raw, where = entry.raw, entry.where
+    gpu = _resolve_gpu(catalog, where, "gpu", raw["gpu"]) if "gpu" in raw else None
+    default_for = tuple(_resolve_gpu(catalog, where, "default_for", n) for n in raw.get("default_for", ()))
+    if gpu is None:
+        for gid in default_for:
+            if not is_pcie_card(catalog.get(gid)):
+                raise CatalogError(where, "default_for", f"{gid} is not a PCIe card; a generic system "
+                                   "(no gpu) takes PCIe cards only")
+
+    def section(name: str) -> dict[str, Any] | None:
+        sec = raw.get(name)
+        return sec if isinstance(sec, dict) else None
+
+    up, out, pcie = section("scaleup"), section("scaleout"), raw["pcie"]
+    return System(
+        id=raw["id"], name=raw["name"], kind=raw["kind"], gpu=gpu, gpus_per_node=raw["gpus_per_node"],
+        scaleup=None if up is None else ScaleUp(
+            link=up["link"], generation=up["generation"], gbps_per_direction=float(up["gbps_per_direction"]),
+            domain_gpus=up["domain_gpus"], latency_us=float(up["latency_us"])),
+        pcie=Pcie(gen=pcie["gen"], lanes=pcie["lanes"], p2p=pcie["p2p"], latency_us=float(pcie["latency_us"])),
+        scaleout=None if out is None else ScaleOut(
+            kind=out["kind"], gbps_per_gpu=float(out["gbps_per_gpu"]), rails=out["rails"],
+            latency_us=float(out["latency_us"])),
+        sources={str(k): str(v) for k, v in raw.get("sources", {}).items()},
+        notes=raw.get("notes", ""), default_for=default_for, aliases=tuple(raw.get("aliases", ())),
+        path=entry.path, overridden_by=entry.overridden_by,
+    )
+
+
+def read_systems(catalog_dir: str | None = None) -> Systems:
+    """Packaged systems, then the system files of the user catalog directories (``catalog_dir``
+    and ``$WHICHGPU_CATALOG``): a file whose id is known changes that system field by field; a
+    new id adds one. GPU ids are checked against the GPU catalog of the same directories."""
+    entries = packaged_entries(SYSTEMS_DIR, validate_raw)
+    dirs = user_catalog_dirs(catalog_dir)
+    for path, raw in user_files(dirs, MISSING_DIR):
+        if raw.get("schema") != SCHEMA:
+            continue  # a GPU file: the GPU catalog loads it
+        sid = raw.get("id")
+        if not isinstance(sid, str):
+            raise CatalogError(path, "id", "required field is missing (an override names the system it changes)")
+        if sid in entries:
+            entries[sid] = entries[sid].overridden(path, raw, functools.partial(_override, path=path), validate_raw)
+        else:
+            _validate_new(path, raw, list(entries))
+            entries[sid] = Entry(path, raw)
+    catalog = load_catalog(catalog_dir)
+    systems = [_build(entry, catalog) for entry in entries.values()]
+    claimed: dict[str, str] = {}
+    for s in systems:
+        if _packaged(s) and not s.overridden_by:
+            for gid in s.default_for:
+                if gid in claimed:
+                    raise CatalogError(s.path, "default_for", f"{gid} is already the default of {claimed[gid]}")
+                claimed[gid] = s.id
+    return Systems(systems, dirs)

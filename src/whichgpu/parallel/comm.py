@@ -1,0 +1,125 @@
+"""Collective communication: data-parallel gradient all-reduce (NCCL ring) and the
+tensor-parallel collectives of a trace (all-reduce / all-gather of activations).
+
+Ring all-reduce moves 2 (n-1)/n of the buffer through every GPU's link (reduce-scatter then
+all-gather), so t = 2 (n-1)/n * bytes / bus_bandwidth + per-step latency. Inside a node the bus
+is the scale-up link (NVLink / Infinity Fabric, GB/s per direction) or PCIe; across nodes the
+per-GPU network bandwidth bounds it. Bus bandwidth is the link rate times an efficiency: NCCL
+measured 78-82% of NVLink spec for all-reduce on 8x A100 and 8x H200 (shared/validation/kernels.csv).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from whichgpu.errors import InputError
+from whichgpu.hardware.system import System
+from whichgpu.parallel.plan import Plan
+
+if TYPE_CHECKING:  # perf/ imports this package; the parameters are only read here
+    from whichgpu.perf.params import PerfParams
+
+# PCIe bandwidth per direction, GB/s, for x16 links (PCI-SIG: 8/16/32/64 GT/s per lane).
+PCIE_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+# Peer traffic through PCIe switches or the CPU root complex reaches less of the link than a
+# point-to-point transfer; staged through host memory (NCCL_P2P_DISABLE=1) each hop crosses PCIe
+# twice. Both are rough factors, named here so that a measured system can replace them.
+PCIE_PEER_FACTOR = 0.75
+PCIE_HOST_STAGED_FACTOR = 0.5
+PCIE_STEP_LATENCY_S = 4e-6  # a ring step over PCIe, as over NVLink (NCCL's small-message latency)
+
+
+@dataclass(frozen=True)
+class CommEstimate:
+    total_s: float  # all-reduce of all gradients, not overlapped
+    exposed_s: float  # what remains after overlapping with backward
+    bus_gbps: float
+    link: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Link:
+    """The bottleneck link of a ring: bus bytes/s (after NCCL's efficiency), per-step latency, words."""
+
+    bytes_per_s: float
+    step_latency_s: float
+    text: str
+
+
+def _pcie(system: System, factor: float, params: PerfParams) -> tuple[float, str]:
+    pc = system.pcie
+    return PCIE_GBPS.get(pc.gen, 31.5) * pc.lanes / 16 * params.nccl_efficiency * factor * 1e9, f"PCIe {pc.gen}.0 x{pc.lanes}"
+
+
+def node_link(system: System, group: int, params: PerfParams, p2p: bool = True) -> Link:
+    """A ring of `group` GPUs inside one node: the scale-up link (NVLink, Infinity Fabric) when
+    the group fits its domain, else PCIe; with P2P disabled (NCCL_P2P_DISABLE=1, or a PCIe system
+    without peer-to-peer) every hop is staged in host memory."""
+    su = system.scaleup
+    on_scaleup = su is not None and bool(su.gbps_per_direction) and group <= su.domain_gpus
+    if group > 1 and (not p2p or (not on_scaleup and not system.pcie.p2p)):
+        bw, _ = _pcie(system, PCIE_HOST_STAGED_FACTOR, params)
+        return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S,
+                    f"host-staged PCIe {system.pcie.gen}.0 ({'NCCL P2P disabled' if not p2p else 'no PCIe peer-to-peer'})")
+    if su is not None and on_scaleup:
+        return Link(su.gbps_per_direction * params.nccl_efficiency * 1e9, su.latency_us * 1e-6, su.link)
+    bw, text = _pcie(system, PCIE_PEER_FACTOR, params)
+    return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S, text)
+
+
+def ring_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, span: int | None = None) -> Link:
+    """The bottleneck of a ring over `gpus` GPUs of `system` (placed over `span` GPUs, default
+    `gpus`): inside a node, or across nodes through the scale-out network per GPU when slower."""
+    span = max(span or gpus, gpus)
+    per_node = min(gpus, max(1, system.gpus_per_node * gpus // span))
+    intra = node_link(system, per_node, params, p2p)
+    if span <= system.gpus_per_node:
+        return intra
+    so = system.scaleout
+    if so is None:
+        raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
+                         f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
+    net = so.gbps_per_gpu * params.nccl_efficiency * 1e9
+    lat = so.latency_us * 1e-6
+    if net < intra.bytes_per_s:
+        return Link(net, lat, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU)")
+    return Link(intra.bytes_per_s, lat, intra.text)
+
+
+def collective_time(kind: str, nbytes: float, group: int, system: System, params: PerfParams) -> float:
+    """Seconds of one tensor-parallel collective of a `nbytes` message over `group` GPUs of one
+    node: a fixed latency (launch and synchronisation of a small-message collective, fitted) plus
+    the ring's traffic over the bus: all-reduce 2 (n-1)/n of the message, all-gather (n-1)/n of the
+    gathered result (NCCL's bus-bandwidth definitions, nccl-tests PERFORMANCE.md)."""
+    if group <= 1 or nbytes <= 0:
+        return 0.0
+    bw = node_link(system, group, params).bytes_per_s
+    moved = 2.0 * (group - 1) / group * nbytes if kind == "all_reduce" else (group - 1) * nbytes
+    return params.tp_collective_us * 1e-6 + moved / bw
+
+
+def dp_link(system: System, plan: Plan, params: PerfParams) -> Link:
+    """The ring of the data-parallel collectives: `plan.dp` ranks spread over the plan's GPUs (with
+    tensor parallelism inside a node, the data-parallel ranks of a node are gpus_per_node / tp)."""
+    return ring_link(system, plan.dp, params, plan.p2p, span=plan.gpus)
+
+
+def allreduce(nbytes: float, system: System, plan: Plan, params: PerfParams, backward_s: float) -> CommEstimate:
+    n = plan.dp
+    if n <= 1 or nbytes <= 0:
+        return CommEstimate(0.0, 0.0, 0.0, "", 0.0)
+    link = dp_link(system, plan, params)
+    bw = link.bytes_per_s
+    factor = 2.0 * (n - 1) / n
+    buckets = max(1, math.ceil(nbytes / (plan.bucket_mb * 1e6)))
+    lat = link.step_latency_s * 2 * (n - 1) * buckets
+    total = factor * nbytes / bw + lat
+    last = factor * min(nbytes, plan.bucket_mb * 1e6) / bw + lat / buckets
+    if plan.comm_overlap:
+        exposed = max(last, total - params.ddp_overlap * backward_s)
+    else:
+        exposed = total
+    return CommEstimate(total, min(exposed, total), bw / 1e9, link.text, nbytes)
