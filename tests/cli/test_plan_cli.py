@@ -119,3 +119,13 @@ def test_recommend_in_a_system_ranks_its_gpu_only() -> None:
     d = run_json("recommend", "gpt2", "--system", "dgx-a100", "-b", "8", "--seq-len", "256", "--max-gpus", "2")
     gpus = {row["gpu"] for row in d["rows"]}
     assert gpus == {"a100-sxm4-80gb"}
+
+
+def test_the_system_names_the_gpu_when_no_gpu_is_given() -> None:
+    d = run_json("estimate", "gpt2", "--system", "dgx-h100")
+    assert d["plan"]["system"] == "dgx-h100" and d["plan"]["sharding"] == "ddp"
+    assert d["results"][0]["gpu"] == "h100-sxm5-80gb"
+    res = run("estimate", "gpt2")
+    assert res.exit_code == 2 and "name a GPU with --gpu" in res.stderr
+    res = run("estimate", "gpt2", "--system", "pcie-server-8gpu")  # a generic chassis holds any PCIe card
+    assert res.exit_code == 2 and "name a GPU with --gpu" in res.stderr

@@ -103,3 +103,15 @@ def test_to_dict_echoes_every_field() -> None:
     d = Plan(dp=4, sharding="fsdp-hybrid", recompute="full").to_dict()
     assert {f.name for f in fields(Plan)} <= set(d)
     assert d["gpus"] == 4 and d["sharding_label"] == "FSDP HYBRID_SHARD" and d["recompute"] == "full"
+
+
+def test_performance_parameters_live_in_params_toml_only(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from whichgpu.errors import CatalogError
+    from whichgpu.perf.params import load_params
+
+    p = Path(str(tmp_path)) / "params.toml"
+    p.write_text("[params]\nmm_ceiling = 0.8\n")
+    with pytest.raises(CatalogError, match="missing parameter\\(s\\): fp32_ceiling"):
+        load_params(p)

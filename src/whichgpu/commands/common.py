@@ -33,6 +33,17 @@ def get_system(catalog_dir: str | None, name: str | None) -> System | None:
     return load_systems(catalog_dir).get(name)
 
 
+def gpu_names(gpu: str | None, system: System | None) -> str:
+    """--gpu, or the GPU the --system is built from."""
+    if gpu is not None:
+        return gpu
+    if system is not None and system.gpu is not None:
+        return system.gpu
+    from whichgpu.errors import InputError
+
+    raise InputError("name a GPU with --gpu (several separated by commas, or 'all'), or a --system built from one")
+
+
 def system_for(gpu: GpuSpec, system: System | None, catalog_dir: str | None) -> System:
     """The system a GPU runs in: the one given (checked against the GPU), else its default."""
     from whichgpu.hardware.system import load_systems, resolve_system

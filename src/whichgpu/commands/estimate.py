@@ -28,6 +28,7 @@ from whichgpu.commands.common import (
     engine_attention,
     get_catalog,
     get_system,
+    gpu_names,
     resolve_engine,
     system_for,
     workload_spec,
@@ -37,7 +38,7 @@ from whichgpu.errors import InputError
 
 def estimate_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU name(s), comma-separated, or 'all' for the whole catalog."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU name(s), comma-separated, or 'all' for the whole catalog (default: the --system's GPU)."),
     gpus: int = typer.Option(1, "--gpus", help="Data-parallel degree: model replicas (or shards, with --sharding)."),
     sharding: str = typer.Option("ddp", "--sharding", help="Data parallelism: ddp, zero1, zero2, zero3, fsdp-full, fsdp-hybrid, fsdp-grad-op (memory and communication)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (built-in decoders: one rank of a Megatron split is traced)."),
@@ -77,14 +78,14 @@ def estimate_cmd(
     from whichgpu.workload.spec import is_serving
 
     cat = get_catalog(catalog)
-    specs = cat.get_many(gpu)
+    sys_ = get_system(catalog, system)
+    specs = cat.get_many(gpu_names(gpu, sys_))
     if not specs:
         raise InputError("--gpu names no GPU; give a name, several separated by commas, or 'all'")
     eng = resolve_engine(engine, compile_)
     plan = make_plan(task, dp=gpus, tp=tp, engine=eng, overlap=overlap, comm_overlap=not no_ddp_overlap,
                      grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding,
                      recompute=checkpointing if task == "train" else None)
-    sys_ = get_system(catalog, system)
     options: list[tuple[str, object]] = []
     if channels_last:
         options.append(("memory_format", "channels_last"))

@@ -24,6 +24,7 @@ from whichgpu.commands.common import (
     emit_json,
     get_catalog,
     get_system,
+    gpu_names,
     system_for,
     workload_spec,
 )
@@ -32,7 +33,7 @@ from whichgpu.errors import InputError
 
 def fit_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU name (id, product name or alias)."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU name (id, product name or alias; default: the --system's GPU)."),
     gpus: int = typer.Option(1, "--gpus", help="GPUs the model states are sharded over (and data-parallel replicas)."),
     task: str = TaskOpt,
     batch_size: int = BatchOpt,
@@ -64,10 +65,11 @@ def fit_cmd(
     from whichgpu.perf.auto import resolve_precision
     from whichgpu.workload.api import get_trace, resolve
 
-    g = get_catalog(catalog).get(gpu)
+    named = get_system(catalog, system)
+    g = get_catalog(catalog).get(gpu_names(gpu, named))
     plan = make_plan(task, dp=gpus, sharding=sharding, offload="optimizer" if offload_optimizer else "none",
                      grad_accum=grad_accum, master_weights=not no_master_weights)
-    sys_ = system_for(g, get_system(catalog, system), catalog)
+    sys_ = system_for(g, named, catalog)
     prec = resolve_precision(g, task, precision)[0] or precision
     spec: Any = workload_spec(model, task, batch_size, seq_len, image_size, prec, optimizer, optimizer_impl, phase,
                               context, "none", attention)

@@ -12,42 +12,45 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from whichgpu.errors import CatalogError
+
 PARAMS_FILE = Path(__file__).with_name("params.toml")
 
 
 @dataclass(frozen=True)
 class PerfParams:
-    """Generic physical parameters (see params.toml for what each one is)."""
+    """Generic physical parameters. Their values, what each one is and how it was fitted live in
+    params.toml only (scripts/fit_params.py writes them)."""
 
-    mm_ceiling: float = 0.80
-    fp32_ceiling: float = 0.80
-    tf32_factor: float = 0.80
-    conv_factor: float = 0.80
-    direct_conv_factor: float = 0.30
-    direct_conv_bwd_factor: float = 0.30
-    attention_factor: float = 0.60
-    k_half: float = 48.0
-    mem_ceiling_hbm: float = 0.85
-    mem_ceiling_gddr: float = 0.85
-    mem_ramp_us: float = 2.0
-    l2_speedup: float = 2.5
-    kernel_latency_us: float = 3.0
-    graph_kernel_us: float = 1.5
-    nchw_transpose_passes: float = 2.0
-    nchw_bwd_passes: float = 2.0
-    winograd_speedup: float = 1.5
-    consumer_clock: float = 1.0
-    w_per_tflops_volta: float = 0.0
-    w_per_tflops_turing: float = 0.0
-    w_per_tflops_ga100: float = 0.0
-    w_per_tflops_ga10x: float = 0.0
-    w_per_tflops_ada: float = 0.0
-    w_per_tflops_hopper: float = 0.0
-    ddp_overlap: float = 0.8
-    dp_jitter: float = 0.03
-    nccl_efficiency: float = 0.80
-    tp_collective_us: float = 15.0
-    sparse_speedup: float = 1.5
+    mm_ceiling: float
+    fp32_ceiling: float
+    tf32_factor: float
+    conv_factor: float
+    direct_conv_factor: float
+    direct_conv_bwd_factor: float
+    attention_factor: float
+    k_half: float
+    mem_ceiling_hbm: float
+    mem_ceiling_gddr: float
+    mem_ramp_us: float
+    l2_speedup: float
+    kernel_latency_us: float
+    graph_kernel_us: float
+    nchw_transpose_passes: float
+    nchw_bwd_passes: float
+    winograd_speedup: float
+    consumer_clock: float
+    w_per_tflops_volta: float
+    w_per_tflops_turing: float
+    w_per_tflops_ga100: float
+    w_per_tflops_ga10x: float
+    w_per_tflops_ada: float
+    w_per_tflops_hopper: float
+    ddp_overlap: float
+    dp_jitter: float
+    nccl_efficiency: float
+    tp_collective_us: float
+    sparse_speedup: float
 
     def with_values(self, **kw: float) -> PerfParams:
         return replace(self, **kw)
@@ -69,6 +72,11 @@ def load_params_with_meta(path: Path | None = None) -> tuple[PerfParams, dict[st
     if key not in _CACHE:
         with open(p, "rb") as fh:
             raw = tomllib.load(fh)
-        vals = {k: float(v) for k, v in raw.get("params", {}).items() if k in {f.name for f in fields(PerfParams)}}
+        names = [f.name for f in fields(PerfParams)]
+        given = raw.get("params", {})
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise CatalogError(str(p), "params", "missing parameter(s): " + ", ".join(missing))
+        vals = {k: float(given[k]) for k in names}
         _CACHE[key] = (PerfParams(**vals), dict(raw.get("fit", {})))
     return _CACHE[key]
