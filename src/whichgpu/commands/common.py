@@ -48,7 +48,7 @@ def system_for(gpu: GpuSpec, system: System | None, catalog_dir: str | None) -> 
     """The system a GPU runs in: the one given (checked against the GPU), else its default."""
     from whichgpu.hardware.system import load_systems, resolve_system
 
-    return resolve_system(gpu, system.id if system else None, load_systems(catalog_dir))
+    return resolve_system(gpu, system, load_systems(catalog_dir))
 
 
 def emit_json(schema: str, body: dict[str, object]) -> None:

@@ -160,7 +160,8 @@ class System:
         }
 
 
-def _packaged(s: System) -> bool:
+def is_packaged(s: System) -> bool:
+    """The system comes from the package's own files (not a user directory)."""
     return Path(s.path).parent == SYSTEMS_DIR
 
 
@@ -189,7 +190,7 @@ class Systems(NamedEntries[System]):
         """The system whose `default_for` lists `gpu_id`, or None. A claim from a user file (a
         new system, or an override of a packaged one) wins over a packaged claim."""
         found = [s for s in self.systems if gpu_id in s.default_for]
-        found.sort(key=lambda s: bool(s.overridden_by) or not _packaged(s))
+        found.sort(key=lambda s: bool(s.overridden_by) or not is_packaged(s))
         return found[-1] if found else None
 
 
@@ -288,12 +289,12 @@ def default_system(gpu: GpuSpec, systems: Systems | None = None) -> System:
     return hit[1]
 
 
-def resolve_system(gpu: GpuSpec, system: str | None, systems: Systems | None = None) -> System:
-    """The named system (None: the GPU's default), which must accept the GPU."""
+def resolve_system(gpu: GpuSpec, system: System | str | None, systems: Systems | None = None) -> System:
+    """The system given or named (None: the GPU's default), which must accept the GPU."""
     found = load_systems() if systems is None else systems
     if system is None:
         return default_system(gpu, found)
-    chosen = found.get(system)
+    chosen = found.get(system) if isinstance(system, str) else system
     if chosen.accepts(gpu):
         return chosen
     others = ", ".join(s.id for s in found.for_gpu(gpu)) or "none packaged (the default one is synthesised)"

@@ -45,7 +45,7 @@ from whichgpu.hardware.system import (
     ScaleUp,
     System,
     Systems,
-    _packaged,
+    is_packaged,
     is_pcie_card,
 )
 
@@ -247,7 +247,7 @@ def read_systems(catalog_dir: str | None = None) -> Systems:
     systems = [_build(entry, catalog) for entry in entries.values()]
     claimed: dict[str, str] = {}
     for s in systems:
-        if _packaged(s) and not s.overridden_by:
+        if is_packaged(s) and not s.overridden_by:
             for gid in s.default_for:
                 if gid in claimed:
                     raise CatalogError(s.path, "default_for", f"{gid} is already the default of {claimed[gid]}")

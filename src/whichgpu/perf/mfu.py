@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from whichgpu.memo import IdentityMemo
 from whichgpu.workload.trace import ModelShape, Trace
 
 PALM = "PaLM appendix B: 6N + 12LHQT per trained token (2N + 4LHQT per inferred token)"
@@ -57,8 +58,16 @@ def matmul_params_per_token(shape: ModelShape) -> float | None:
     return float(shape.layers * per + head)
 
 
+_FLOPS: IdentityMemo[StepFlops] = IdentityMemo(256)
+
+
 def step_flops(trace: Trace) -> StepFlops:
-    """Model and hardware FLOPs of one step of `trace`."""
+    """Model and hardware FLOPs of one step of `trace` (computed once per trace: a search asks for
+    every card and GPU count)."""
+    return _FLOPS.get((trace,), (), lambda: _step_flops(trace))
+
+
+def _step_flops(trace: Trace) -> StepFlops:
     hardware = trace.total_flops("forward") + trace.total_flops("backward")
     recomputed = sum(o.flops * o.count for o in trace.ops if o.phase == "backward" and "recompute" in o.tags)
     shape = trace.shape
