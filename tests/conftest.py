@@ -15,6 +15,11 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 # Never read or pollute the user's cache from tests.
 os.environ.setdefault("WHICHGPU_CACHE_DIR", tempfile.mkdtemp(prefix="whichgpu-test-cache-"))
 
+# The CLI lays out piped output at $COLUMNS when set (report/console.py). pytest-xdist workers
+# set COLUMNS=80, a terminal may set anything: tests see the documented default (120) unless
+# they set a width themselves.
+os.environ.pop("COLUMNS", None)
+
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the torch extra (pip install 'whichgpu[torch]')")
 
 

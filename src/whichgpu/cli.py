@@ -5,17 +5,61 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import typer
+from typer._click.exceptions import (  # typer (pinned) vendors its own click
+    BadParameter,
+    ClickException,
+)
 from typer.core import TyperGroup
 
 from whichgpu import __version__
-from whichgpu.errors import WhichGPUError
+from whichgpu.errors import NoAnswerError, WhichGPUError
+
+
+def usage_line(e: Any, ctx: Any) -> str:
+    """A usage error (unknown flag, bad number, missing argument) as one line, with where to look."""
+    param = getattr(e, "param", None)
+    if isinstance(e, BadParameter) and param is not None and getattr(param, "opts", None):
+        # a bad value: the flag in front, as the library's errors (report/flags.py), and what is valid
+        flag = max(param.opts, key=len)
+        return f"error: {flag}: {' '.join(e.message.replace('Value error, ', '').split())}"
+    msg = " ".join(e.format_message().replace("Value error, ", "").split()).rstrip(".")
+    msg = msg[:1].lower() + msg[1:]
+    where = (ctx or getattr(e, "ctx", None))
+    cmd = where.command_path if where is not None else "whichgpu"
+    return f"error: {msg} (see '{cmd} -h')"
 
 
 class _Group(TyperGroup):
-    """Root group: turns our user-facing errors into one-line messages, never tracebacks."""
+    """Root group: turns our user-facing errors and usage errors into one-line messages (exit 2),
+    never tracebacks or boxed panels."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
+                              windows_expand_args=windows_expand_args, **extra)
+        except ClickException as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # `whichgpu` alone: the help, as typer shows it
+                from typer import rich_utils
+
+                rich_utils.rich_format_error(e)
+                sys.exit(e.exit_code)
+            typer.echo(usage_line(e, getattr(e, "ctx", None)), err=True)
+            if not standalone_mode:
+                raise
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            typer.echo("error: interrupted", err=True)
+            if not standalone_mode:
+                raise
+            sys.exit(130)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -23,7 +67,8 @@ class _Group(TyperGroup):
         except WhichGPUError as e:
             from whichgpu.report.flags import flag_message
 
-            typer.echo(f"error: {flag_message(e)}", err=True)
+            prefix = "no" if isinstance(e, NoAnswerError) else "error"  # exit 1: a valid question answered "no"
+            typer.echo(f"{prefix}: {flag_message(e)}", err=True)
             raise typer.Exit(e.exit_code) from None
 
 

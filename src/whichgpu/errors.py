@@ -63,6 +63,13 @@ class AmbiguousNameError(WhichGPUError):
         self.matches = ms
 
 
+class NoAnswerError(WhichGPUError):
+    """A valid question whose answer is "no": the model does not fit, no GPU or layout can run the
+    job within the constraints, the latency target cannot be met. Exit code 1 (bad input is 2)."""
+
+    exit_code = 1
+
+
 class CatalogError(WhichGPUError):
     """A malformed catalog (or user override) file."""
 

@@ -13,6 +13,15 @@ from whichgpu.cli import app
 runner = CliRunner()
 
 
+def _refuse(constant: str) -> Any:
+    raise AssertionError(f"{constant} in JSON output: not valid JSON (RFC 8259)")
+
+
+def strict_json(text: str) -> Any:
+    """Parse a command's --json output as strict JSON: NaN, Infinity and -Infinity fail the test."""
+    return json.loads(text, parse_constant=_refuse)
+
+
 def invoke(command: str, *args: str) -> Result:
     return runner.invoke(app, [command, *args])
 
@@ -21,6 +30,6 @@ def invoke_json(command: str, schema: str, *args: str, code: int = 0) -> dict[st
     """Run with --json, check the exit code and the document's schema, return the document."""
     res = invoke(command, *args, "--json")
     assert res.exit_code == code, res.output
-    doc: dict[str, Any] = json.loads(res.stdout)
+    doc: dict[str, Any] = strict_json(res.stdout)
     assert doc["schema"] == schema
     return doc

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.cli.conftest import strict_json
 
 pytest.importorskip("torch")
 
@@ -29,13 +30,13 @@ def _whichgpu(args: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
 def test_a_capturing_command_writes_all_its_output_and_its_cache(tmp_path: Path) -> None:
     out = _whichgpu(["analyze", "gpt2", "-b", "2", "--seq-len", "64", "--json"], tmp_path)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)  # complete: the whole document reached the pipe
+    doc = strict_json(out.stdout)  # complete: the whole document reached the pipe
     assert doc["schema"].startswith("whichgpu.")
     cached = list(tmp_path.glob("*.json"))
     assert len(cached) == 1
     json.loads(cached[0].read_text())  # the cache file is whole
     again = _whichgpu(["analyze", "gpt2", "-b", "2", "--seq-len", "64", "--json"], tmp_path)
-    assert again.returncode == 0 and json.loads(again.stdout)["schema"] == doc["schema"]
+    assert again.returncode == 0 and strict_json(again.stdout)["schema"] == doc["schema"]
 
 
 def test_an_error_after_torch_is_loaded_keeps_its_status_and_message(tmp_path: Path) -> None:

@@ -12,16 +12,16 @@ pytestmark = pytest.mark.usefixtures("isolated_cache")  # the module's own trace
 
 
 @pytest.mark.parametrize(("args", "flag", "message"), [
-    (("recommend", "gpt2", "--max-gpus", "0"), "--max-gpus", "the largest GPU count must be a whole number >= 1, got 0"),
-    (("recommend", "gpt2", "--budget", "-1"), "--budget", "the budget must be a positive number of US dollars, got -1"),
-    (("recommend", "gpt2", "--years", "0"), "--years", "the years a purchase is amortised over must be > 0, got 0"),
-    (("recommend", "gpt2", "--electricity-usd-per-kwh", "-1"), "--electricity-usd-per-kwh", "the electricity price"),
+    (("recommend", "gpt2", "--max-gpus", "0"), "--max-gpus", "0 is out of range; valid: an integer >= 1 and <= 65536"),
+    (("recommend", "gpt2", "--budget", "-1"), "--budget", "-1 is out of range; valid: a finite number > 0 and <= 1e+12"),
+    (("recommend", "gpt2", "--years", "0"), "--years", "0 is out of range; valid: a finite number > 0 and <= 30"),
+    (("recommend", "gpt2", "--electricity-usd-per-kwh", "-1"), "--electricity-usd-per-kwh", "-1 is out of range"),
     (("recommend", "gpt2", "--job-epochs", "2"), "--dataset-size", "a job in epochs needs the dataset size"),
     (("recommend", "gpt2", "--dataset-size", "1000"), "--job-epochs", "a dataset size needs the number of epochs"),
     (("recommend", "--objective", "cost-per-job"), "--job-tokens", "the cost-per-job objective needs the job's size"),
     (("recommend", "gpt2", "--min-memory-gb", "1000"), "--min-memory-gb", "no GPU has 1000 GB of memory"),
-    (("estimate", "gpt2", "--gpu", "t4", "--gpus", "0"), "--gpus", "data-parallel degree must be a whole number >= 1"),
-    (("estimate", "gpt2", "--gpu", "t4", "-b", "0"), "--batch-size", "batch size must be > 0"),
+    (("estimate", "gpt2", "--gpu", "t4", "--gpus", "0"), "--gpus", "0 is out of range; valid: an integer >= 1"),
+    (("estimate", "gpt2", "--gpu", "t4", "-b", "0"), "--batch-size", "0 is out of range; valid: an integer >= 1"),
     (("analyze", "resnet50-v1.5", "--seq-len", "128"), "--seq-len", "ResNet-50 v1.5 takes images, not tokens"),
     (("analyze", "gpt2", "--image-size", "64"), "--image-size", "GPT-2 (124M) takes tokens, not images"),
     (("fit", "gpt2", "--gpu", "h100", "--finetune", "dora"), "--finetune", "finetune must be full, lora or qlora"),

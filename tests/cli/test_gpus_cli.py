@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import strict_json
 from typer.testing import CliRunner, Result
 
 from whichgpu.cli import app
@@ -29,7 +29,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> Result:
 def run_json(*args: str) -> dict[str, Any]:
     res = run(*args, "--json")
     assert res.exit_code == 0, res.output
-    doc: dict[str, Any] = json.loads(res.stdout)
+    doc: dict[str, Any] = strict_json(res.stdout)
     return doc
 
 
@@ -190,7 +190,7 @@ def test_catalog_flag_adds_a_gpu(tmp_path: Path) -> None:
     (tmp_path / "acme-x1.toml").write_text(NEW_GPU)
     res = run("gpus", "show", "acme-x1", "--catalog", str(tmp_path), "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["gpu"]["peak_dense"]["bf16_tflops"] == 400
+    assert strict_json(res.stdout)["gpu"]["peak_dense"]["bf16_tflops"] == 400
     doc = run_json("gpus", "--catalog", str(tmp_path))
     assert "acme-x1" in ids(doc)
     assert doc["user_catalog_dirs"] == [str(tmp_path)]
@@ -202,9 +202,9 @@ def test_env_var_catalog(tmp_path: Path) -> None:
         'id = "h100-sxm5-80gb"\n[price]\nstreet_usd = 20000\nstreet_date = "2026-11"\nstreet_source = "quote"\n')
     res = run("gpus", "show", "Acme X1 Test Accelerator", "--json", env={ENV_VAR: str(tmp_path)})
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["gpu"]["id"] == "acme-x1"
+    assert strict_json(res.stdout)["gpu"]["id"] == "acme-x1"
     res = run("gpus", "show", "H100 SXM5", "--json", env={ENV_VAR: str(tmp_path)})
-    gpu = json.loads(res.stdout)["gpu"]
+    gpu = strict_json(res.stdout)["gpu"]
     assert gpu["price"]["street_usd"] == 20000
     assert gpu["overridden_by"] == [str(tmp_path / "h100-price.toml")]
     # Without the variable the packaged entry is untouched.

@@ -3,11 +3,11 @@ echoed plan, MFU beside HFU, tensor parallelism, user systems from --catalog."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import strict_json
 from typer.testing import CliRunner, Result
 
 from whichgpu.cli import app
@@ -46,7 +46,7 @@ def run(*args: str) -> Result:
 def run_json(*args: str) -> dict[str, Any]:
     res = run(*args, "--json")
     assert res.exit_code == 0, res.output
-    doc: dict[str, Any] = json.loads(res.stdout)
+    doc: dict[str, Any] = strict_json(res.stdout)
     return doc
 
 

@@ -33,8 +33,10 @@ def test_default_use_case_table() -> None:
     out = res.stdout
     for text in ("use case llm-finetune", "ranked by value", "best overall (value)", "best value", "no budget",
                  "free notebooks", "cannot run this job or left out", "below the rule of thumb of 24 GB",
-                 "assumption cost", "break-even", "compute-bound"):
+                 "assumption cost", "compute-bound"):
         assert text in out, text
+    wide = run("--gpu", "rtx-4090,rtx-3090,t4,rtx-3060-12gb", "--wide")
+    assert wide.exit_code == 0 and "break-even" in wide.stdout.split("ranked by value")[1].split("best overall")[0]
 
 
 def test_json_schema() -> None:
@@ -98,7 +100,7 @@ def test_every_preset_runs_what_the_doc_says(preset: str) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--max-power-w", "50"], "--max-power-w: no GPU draws 50 W or less"),
-    (["--budget", "-1"], "--budget: the budget must be a positive number"),
+    (["--budget", "-1"], "--budget: -1 is out of range; valid: a finite number > 0"),
     (["--min-memory-gb", "1000"], "--min-memory-gb: no GPU has 1000 GB of memory"),
     (["--use-case", "gaming"], "unknown use case 'gaming'"),
     (["--price", "rtx-4090=cheap"], "expected NAME=USD"),
@@ -126,7 +128,7 @@ def test_bad_prices_file(tmp_path: Path) -> None:
 def test_what_would_make_it_fit() -> None:
     # the example: LoRA on an 8B model without checkpointing is over 24 GB
     doc = run_json("llama-3-8b", "--finetune", "lora", "--seq-len", "2048", "-b", "1", "--gpu", "rtx-4090,rtx-4070",
-                   "--max-gpus", "1", code=2)
+                   "--max-gpus", "1", code=1)
     why = {r["gpu"]: r["reason"] for r in doc["cannot_run"]}
     assert why["rtx-4090"].startswith("does not fit: needs ") and why["rtx-4090"].endswith(
         "has 25.4 GB; fits with full activation checkpointing")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import strict_json
 from typer.testing import CliRunner, Result
 
 from whichgpu.cli import app
@@ -27,7 +27,7 @@ def run(*args: str) -> Result:
 def run_json(*args: str) -> dict[str, Any]:
     res = run(*args, "--json")
     assert res.exit_code == 0, res.output
-    doc: dict[str, Any] = json.loads(res.stdout)
+    doc: dict[str, Any] = strict_json(res.stdout)
     assert doc["schema"] == "whichgpu.systems/1"
     assert doc["count"] == len(doc["systems"])
     return doc

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from tests.cli.conftest import strict_json
 from tests.conftest import needs_torch
 from typer.testing import CliRunner
 
@@ -22,7 +22,7 @@ def run(*args: str):  # type: ignore[no-untyped-def]
 def test_models_lists_the_zoo() -> None:
     r = run("models", "--json")
     assert r.exit_code == 0
-    doc = json.loads(r.stdout)
+    doc = strict_json(r.stdout)
     assert doc["schema"] == "whichgpu.models/1"
     ids = {m["id"] for m in doc["models"]}
     assert {"resnet50-v1.5", "llama-2-7b", "gnmt-v2", "sd-unet", "mixtral-8x7b"} <= ids
@@ -32,7 +32,7 @@ def test_models_lists_the_zoo() -> None:
 def test_analyze_json() -> None:
     r = run("analyze", "gpt2", "--batch-size", "2", "--seq-len", "64", "--json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
+    doc = strict_json(r.stdout)
     assert doc["schema"] == "whichgpu.trace/1"
     assert doc["params"] == 124_439_808
     assert doc["coverage"]["ops"] == 1.0
@@ -55,7 +55,7 @@ def test_estimate_side_by_side_and_json() -> None:
         assert name in r.stdout
     assert "assumptions" in r.stdout and "BW-ratio" in r.stdout
     r = run("estimate", "gpt2", "--gpu", "a100 80gb sxm", "-b", "4", "--seq-len", "256", "--json")
-    doc = json.loads(r.stdout)
+    doc = strict_json(r.stdout)
     assert doc["schema"] == "whichgpu.estimate/1"
     res = doc["results"][0]
     assert res["step_s"] > 0 and set(res["split"]) == {"compute", "memory", "overhead", "communication"}
@@ -67,16 +67,18 @@ def test_estimate_side_by_side_and_json() -> None:
 def test_estimate_serving_reports_ttft_and_decode() -> None:
     r = run("estimate", "llama-2-7b", "--gpu", "h100 sxm", "--task", "infer", "-b", "1", "--seq-len", "512", "--json")
     assert r.exit_code == 0, r.output
-    s = json.loads(r.stdout)["results"][0]["serving"]
+    s = strict_json(r.stdout)["results"][0]["serving"]
     assert s["time_to_first_token_s"] > 0 and s["decode_tokens_per_s"] > 0
-    assert s["decode_bound"] in ("memory", "overhead")  # decode reads every weight per token
+    # decode reads every weight per token (4 ms on an H100); eager PyTorch's dispatch of a 7B
+    # layer stack at batch 1 takes longer, so the step waits on the host
+    assert s["decode_bound"] in ("memory", "host")
 
 
 @needs_torch
 def test_estimate_compile_is_not_slower() -> None:
     def step(*extra: str) -> float:
         r = run("estimate", "gpt2", "--gpu", "l4", "-b", "2", "--seq-len", "128", "--json", *extra)
-        return float(json.loads(r.stdout)["results"][0]["step_s"])
+        return float(strict_json(r.stdout)["results"][0]["step_s"])
 
     assert step("--compile") <= step()
 
@@ -85,8 +87,8 @@ def test_estimate_compile_is_not_slower() -> None:
     (("estimate", "gpt2", "--gpu", "a100"), "ambiguous"),
     (("estimate", "gpt2", "--gpu", "rtx 9090"), "unknown GPU"),
     (("estimate", "gpt3-xxl", "--gpu", "t4"), "unknown model"),
-    (("estimate", "gpt2", "--gpu", "t4", "-b", "-2"), "batch size must be > 0"),
-    (("estimate", "gpt2", "--gpu", "t4", "--gpus", "0"), "--gpus: data-parallel degree must be a whole number >= 1"),
+    (("estimate", "gpt2", "--gpu", "t4", "-b", "-2"), "--batch-size: -2 is out of range"),
+    (("estimate", "gpt2", "--gpu", "t4", "--gpus", "0"), "--gpus: 0 is out of range; valid: an integer >= 1"),
     (("estimate", "gpt2", "--gpu", "t4", "--system", "carrier-pigeon"), "unknown system"),
     (("estimate", "gpt2", "--gpu", "t4", "--precision", "fp9"), "unknown precision"),
     (("estimate", "gpt2", "--gpu", "t4", "--task", "infer", "--precision", "int4", "--checkpointing", "full"), "applies to training"),
@@ -123,7 +125,7 @@ def test_validate_json_contract(tmp_path: Path) -> None:
     f.write_text(csv_text)
     r = run("validate", "--data", str(f), "--json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
+    doc = strict_json(r.stdout)
     assert doc["schema"] == "whichgpu.validate/1"
     rows = doc["rows"]
     assert [x["index"] for x in rows] == list(range(len(rows)))
@@ -133,3 +135,12 @@ def test_validate_json_contract(tmp_path: Path) -> None:
     assert rows[-1]["status"] == "unmodelled" and rows[-1]["predicted"] is None and "beam" in rows[-1]["reason"]
     assert doc["summary"]["scored"] == 3
     assert {"median_ape", "p90_ape", "rank_correlation", "by_model", "by_gpu", "by_precision"} <= set(doc["summary"])
+
+
+@needs_torch
+def test_lora_label_counts_the_adapted_layers_of_the_whole_model() -> None:
+    # Llama-3-8B: 32 layers x 7 adapted linears (q, k, v, o, gate, up, down) = 224; before, the
+    # label counted the 2 traced blocks (14)
+    r = run("estimate", "llama-3-8b", "--finetune", "lora", "--gpu", "h100 sxm", "-b", "1", "--seq-len", "256", "--json")
+    assert r.exit_code == 0, r.output
+    assert strict_json(r.stdout)["results"][0]["workload"]["finetune"] == "lora (rank 16, 224 layers)"

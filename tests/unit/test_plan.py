@@ -49,7 +49,9 @@ def test_hybrid_sharding_shards_inside_a_node() -> None:
     ({"offload": "optimizer"}, "offload", "needs a sharding"),
     ({"schedule": "interleaved-1f1b", "pp": 2}, "vp", "needs vp >= 2"),
     ({"vp": 2}, "vp", "need pipeline parallelism"),
-    ({"power_limit_w": -5.0}, "power_limit_w", "power_limit_w must be > 0"),
+    ({"power_limit_w": -5.0}, "power_limit_w", "power_limit_w must be a number > 0"),
+    ({"power_limit_w": float("nan")}, "power_limit_w", "power_limit_w must be a number > 0 and <= 5000"),
+    ({"dp": 2**70}, "dp", "data-parallel degree must be a whole number >= 1 and <= 65536"),
 ])
 def test_bad_plans_name_the_field_not_a_flag(changes: dict[str, object], field: str, text: str) -> None:
     with pytest.raises(InputError) as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from whichgpu import limits
 from whichgpu.commands.common import (
     AttentionOpt,
     BatchOpt,
@@ -18,6 +19,7 @@ from whichgpu.commands.common import (
     SparsityOpt,
     TaskOpt,
     emit_json,
+    int_option,
     workload_spec,
 )
 from whichgpu.errors import InputError
@@ -37,7 +39,7 @@ def analyze(
     sparsity: str = SparsityOpt,
     attention: str = AttentionOpt,
     by: str = typer.Option("category", "--by", help="Group rows by category, module, op or phase."),
-    top: int = typer.Option(25, "--top", help="Rows to show when grouping by module or op."),
+    top: int = int_option(25, "--top", bound=limits.TOP, help="Rows to show when grouping by module or op."),
     no_cache: bool = NoCacheOpt,
     json_out: bool = JsonOpt,
 ) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
+from whichgpu import limits
 from whichgpu.hardware.catalog import Catalog, load_catalog
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System
+from whichgpu.limits import Bound
 from whichgpu.workload.spec import WorkloadSpec
 
 CatalogOpt = typer.Option(
@@ -18,6 +22,45 @@ SystemOpt = typer.Option(
     help="The system the GPUs sit in: nodes, NVLink/PCIe, network (whichgpu systems; default: the GPU's usual one).",
 )
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document (stable schema) instead of tables.")
+WideOpt = typer.Option(False, "--wide", help="Tables with every detail column (wider than 120 columns); the default fits 80-120.")
+
+
+def bounded_parser(bound: Bound, integer: bool) -> Any:
+    """A flag's parser: a finite number within `bound`, else a one-line usage error."""
+    kind = "an integer" if integer else "a number"
+
+    def parse(text: Any) -> Any:
+        if isinstance(text, (int, float)) and not isinstance(text, bool):  # a default, already a number
+            value: Any = text
+        else:
+            try:
+                value = int(str(text), 10) if integer else float(str(text))
+            except ValueError:
+                raise ValueError(f"{text!r} is not {kind}; valid: {_range(bound, integer)}") from None
+        if not bound.ok(value):
+            raise ValueError(f"{text} is out of range; valid: {_range(bound, integer)}")
+        return value
+
+    return parse
+
+
+def _range(bound: Bound, integer: bool) -> str:
+    lo = f"> {bound.lo:g}" if bound.lo_open else f">= {bound.lo:g}"
+    hi = f"{int(bound.hi)}" if integer else f"{bound.hi:g}"
+    return f"{'an integer' if integer else 'a finite number'} {lo} and <= {hi}"
+
+
+def int_option(default: int | None, *decls: str, bound: Bound, help: str, **kw: Any) -> Any:
+    """An integer flag whose valid range (limits.py) shows in --help and is enforced."""
+    return typer.Option(default, *decls, help=f"{help} [{bound.lo:g}-{int(bound.hi)}]",
+                        parser=bounded_parser(bound, True), metavar="INTEGER", **kw)
+
+
+def float_option(default: float | None, *decls: str, bound: Bound, help: str, **kw: Any) -> Any:
+    """A float flag: finite, within its range (limits.py), which shows in --help."""
+    lo = f">{bound.lo:g}" if bound.lo_open else f">={bound.lo:g}"
+    return typer.Option(default, *decls, help=f"{help} [{lo}, <={bound.hi:g}]",
+                        parser=bounded_parser(bound, False), metavar="NUMBER", **kw)
 
 
 def get_catalog(catalog_dir: str | None) -> Catalog:
@@ -59,13 +102,13 @@ def emit_json(schema: str, body: dict[str, object]) -> None:
 
 # ---- workload options shared by analyze / estimate / fit / recommend -------------------------
 TaskOpt = typer.Option("train", "--task", help="train (forward, backward, optimizer step) or infer.")
-BatchOpt = typer.Option(None, "--batch-size", "-b", help="Samples per GPU per step (default: the model's).")
-SeqOpt = typer.Option(None, "--seq-len", help="Tokens per sample (text models; default: the model's).")
-ImageOpt = typer.Option(None, "--image-size", help="Image side in pixels (vision models; default: the model's).")
+BatchOpt = int_option(None, "--batch-size", "-b", bound=limits.BATCH, help="Samples per GPU per step (default: the model's).")
+SeqOpt = int_option(None, "--seq-len", bound=limits.SEQ_LEN, help="Tokens per sample (text models; default: the model's).")
+ImageOpt = int_option(None, "--image-size", bound=limits.IMAGE_SIZE, help="Image side in pixels (vision models; default: the model's).")
 OptimOpt = typer.Option(None, "--optimizer", help="sgd, adamw, adam, lamb, rmsprop, adafactor, adamw-8bit (default: the model's).")
 OptimImplOpt = typer.Option("foreach", "--optimizer-impl", help="foreach (PyTorch default), fused, or forloop.")
 PhaseOpt = typer.Option("full", "--phase", help="Causal-LM inference: prefill (time to first token) or decode (one token).")
-ContextOpt = typer.Option(None, "--context", help="Decode: tokens already in the KV cache (default: --seq-len).")
+ContextOpt = int_option(None, "--context", bound=limits.CONTEXT, help="Decode: tokens already in the KV cache (default: --seq-len).")
 SparsityOpt = typer.Option("none", "--sparsity", help="'2:4' marks weight matmuls as 2:4 structured-sparse.")
 AttentionOpt = typer.Option(None, "--attention", help="sdpa (fused kernel) or eager (matmul + softmax), for built-in decoders.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Recapture instead of using the on-disk trace cache.")
@@ -102,6 +145,9 @@ def workload_spec(model: str, task: str, batch_size: int | None, seq_len: int | 
                   sparsity: str, attention: str | None) -> WorkloadSpec:
     from whichgpu.errors import InputError
 
+    if context is not None and phase != "decode":
+        raise InputError(f"--context (tokens already in the KV cache) applies to --phase decode, not {phase}; "
+                         "for a whole request give the prompt as --seq-len")
     options: tuple[tuple[str, object], ...] = ()
     if attention is not None:
         if attention not in ("sdpa", "eager"):

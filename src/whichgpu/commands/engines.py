@@ -22,20 +22,16 @@ def engines(
         emit_json("whichgpu.engines/1", {"engines": [{**e.to_dict(), "aliases": list(e.aliases),
                                                       "validated": e.id in validated} for e in found]})
         return
-    from rich.markup import escape
-    from rich.table import Table
-
-    from whichgpu.report.console import console
+    from whichgpu.report.console import Table, console, say, styled
 
     t = Table(title=f"{len(found)} engines (--engine NAME; --compile = torch-compile)")
     for c in ("id", "launch", "host us/op", "fusion", "conv layout", "attention", "validated", "aliases"):
         t.add_column(c, overflow="fold")
     for e in found:
         t.add_row(e.id, "CUDA graphs" if e.graphs else "stream", f"{e.host_op_us:g}", e.fusion, e.conv_layout,
-                  e.attention, "yes" if e.id in validated else "[yellow]no rows[/]", escape(", ".join(e.aliases)))
+                  e.attention, "yes" if e.id in validated else styled("no rows", "yellow"), ", ".join(e.aliases))
     console.print(t)
-    console.print("sources of each figure: whichgpu engines --json, or the files in src/whichgpu/hardware/engines/",
-                  soft_wrap=True)
+    say("sources of each figure: whichgpu engines --json, or the files in src/whichgpu/hardware/engines/")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from whichgpu import limits
 from whichgpu.commands.common import (
     AttentionOpt,
     BatchOpt,
@@ -24,11 +25,14 @@ from whichgpu.commands.common import (
     SparsityOpt,
     SystemOpt,
     TaskOpt,
+    WideOpt,
     emit_json,
     engine_attention,
+    float_option,
     get_catalog,
     get_system,
     gpu_names,
+    int_option,
     resolve_engine,
     system_for,
     workload_spec,
@@ -39,9 +43,9 @@ from whichgpu.errors import InputError
 def estimate_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
     gpu: str = typer.Option(None, "--gpu", help="GPU name(s), comma-separated, or 'all' for the whole catalog (default: the --system's GPU)."),
-    gpus: int = typer.Option(1, "--gpus", help="Data-parallel degree: model replicas (or shards, with --sharding)."),
+    gpus: int = int_option(1, "--gpus", bound=limits.GPUS, help="Data-parallel degree: model replicas (or shards, with --sharding)."),
     sharding: str = typer.Option("ddp", "--sharding", help="Data parallelism: ddp, zero1, zero2, zero3, fsdp-full, fsdp-hybrid, fsdp-grad-op (memory and communication)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (built-in decoders: one rank of a Megatron split is traced)."),
+    tp: int = int_option(1, "--tp", bound=limits.TP, help="Tensor-parallel degree (built-in decoders: one rank of a Megatron split is traced)."),
     system: str = SystemOpt,
     task: str = TaskOpt,
     batch_size: int = BatchOpt,
@@ -57,17 +61,18 @@ def estimate_cmd(
     channels_last: bool = typer.Option(False, "--channels-last", help="NHWC activations for convolutional models (PyTorch default is NCHW)."),
     checkpointing: str = typer.Option("none", "--checkpointing", help="Activation checkpointing: none, selective or full."),
     finetune: str = typer.Option("full", "--finetune", help="full, lora or qlora."),
-    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
+    lora_rank: int = int_option(16, "--lora-rank", bound=limits.LORA_RANK, help="LoRA rank."),
     engine: str = EngineOpt,
     compile_: bool = CompileOpt,
     overlap: str = typer.Option("max", "--overlap", help="Per-kernel compute/memory overlap: max (overlapped) or sum (serial)."),
     no_ddp_overlap: bool = typer.Option(False, "--no-ddp-overlap", help="Do not overlap gradient all-reduce with backward."),
-    grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches per optimizer step."),
-    power_limit_w: float = typer.Option(None, "--power-limit-w", help="Model a power cap (W)."),
+    grad_accum: int = int_option(1, "--grad-accum", bound=limits.GRAD_ACCUM, help="Micro-batches per optimizer step."),
+    power_limit_w: float = float_option(None, "--power-limit-w", bound=limits.POWER_W, help="Model a power cap (W)."),
     explain: bool = typer.Option(False, "--explain", help="Also show the reasoning: roofline of the top ops and the bandwidth-ratio estimate of Dettmers' guide."),
-    top: int = typer.Option(8, "--top", help="Top ops by time to list per GPU."),
+    top: int = int_option(8, "--top", bound=limits.TOP, help="Top ops by time to list per GPU."),
     no_cache: bool = NoCacheOpt,
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
     catalog: str = CatalogOpt,
 ) -> None:
     """Predict step time and throughput on one or more GPUs, with the time split and top ops."""
@@ -115,7 +120,7 @@ def estimate_cmd(
     if json_out:
         emit_json("whichgpu.estimate/1", estimate_document(results, explain))
         return
-    print_estimates(results, explain, top)
+    print_estimates(results, explain, top, wide=wide)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from whichgpu import limits
 from whichgpu.commands.common import (
     AttentionOpt,
     BatchOpt,
@@ -21,20 +22,22 @@ from whichgpu.commands.common import (
     SeqOpt,
     SystemOpt,
     TaskOpt,
+    WideOpt,
     emit_json,
     get_catalog,
     get_system,
     gpu_names,
+    int_option,
     system_for,
     workload_spec,
 )
-from whichgpu.errors import InputError
+from whichgpu.errors import NoAnswerError
 
 
 def fit_cmd(
     model: str = typer.Argument(..., help="Zoo name, path to a Hugging Face config.json, or path/to/file.py:factory."),
     gpu: str = typer.Option(None, "--gpu", help="GPU name (id, product name or alias; default: the --system's GPU)."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs the model states are sharded over (and data-parallel replicas)."),
+    gpus: int = int_option(1, "--gpus", bound=limits.GPUS, help="GPUs the model states are sharded over (and data-parallel replicas)."),
     task: str = TaskOpt,
     batch_size: int = BatchOpt,
     seq_len: int = SeqOpt,
@@ -47,15 +50,16 @@ def fit_cmd(
     system: str = SystemOpt,
     offload_optimizer: bool = typer.Option(False, "--offload-optimizer", help="Optimizer states in CPU RAM (ZeRO-Offload / FSDP CPU offload)."),
     finetune: str = typer.Option("full", "--finetune", help="full, lora or qlora (LoRA on a 4-bit NF4 base)."),
-    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
+    lora_rank: int = int_option(16, "--lora-rank", bound=limits.LORA_RANK, help="LoRA rank."),
     phase: str = PhaseOpt,
     context: int = ContextOpt,
     attention: str = AttentionOpt,
-    grad_accum: int = typer.Option(1, "--grad-accum", help="Micro-batches per optimizer step (gradients then stay live through the step)."),
+    grad_accum: int = int_option(1, "--grad-accum", bound=limits.GRAD_ACCUM, help="Micro-batches per optimizer step (gradients then stay live through the step)."),
     no_master_weights: bool = typer.Option(False, "--no-master-weights", help="16-bit parameters without FP32 master weights (plain torch.optim on bf16/fp16 parameters)."),
     no_search: bool = typer.Option(False, "--no-search", help="Skip the search for the largest batch that fits."),
     no_cache: bool = NoCacheOpt,
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
     catalog: str = CatalogOpt,
 ) -> None:
     """Peak memory per GPU with a line-by-line breakdown, fits or not, the largest batch that fits
@@ -96,9 +100,13 @@ def fit_cmd(
     if json_out:
         emit_json("whichgpu.memory/1", fit_document(report, lora_rank if finetune != "full" else None))
     else:
-        print_fit(report)
+        print_fit(report, wide=wide)
     if report.never_fits:
-        raise InputError(never_fits_message(report))
+        raise NoAnswerError(never_fits_message(report))
+    if not report.estimate.fits:  # the answer to "does it fit as given" is no (exit 1), with or without a search
+        e = report.estimate
+        raise NoAnswerError(f"{e.trace.model} does not fit on {e.gpu_name} at batch {e.trace.batch_size} "
+                            f"({e.total_bytes / 1e9:.1f} GB needed, {e.capacity_bytes / 1e9:.1f} GB usable)")
 
 
 def register(app: typer.Typer) -> None:

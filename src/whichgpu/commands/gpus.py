@@ -6,7 +6,15 @@ from typing import Any
 
 import typer
 
-from whichgpu.commands.common import CatalogOpt, JsonOpt, emit_json, get_catalog
+from whichgpu import limits
+from whichgpu.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    WideOpt,
+    emit_json,
+    float_option,
+    get_catalog,
+)
 from whichgpu.errors import InputError, UnknownNameError
 from whichgpu.hardware.spec import ARCHITECTURES, COMPUTE_DTYPES, VENDORS, GpuSpec
 
@@ -69,12 +77,13 @@ def gpus(
     ctx: typer.Context,
     vendor: str = typer.Option(None, "--vendor", help="NVIDIA, AMD, Intel or Google."),
     arch: str = typer.Option(None, "--arch", help="Architecture: " + ", ".join(ARCHITECTURES) + "."),
-    min_memory_gb: float = typer.Option(None, "--min-memory-gb", help="Only cards with at least this much memory (GB)."),
+    min_memory_gb: float = float_option(None, "--min-memory-gb", bound=limits.MEMORY_GB, help="Only cards with at least this much memory (GB)."),
     dtype: str = typer.Option(None, "--dtype", help="Only cards with a hardware path for this dtype: " + ", ".join(COMPUTE_DTYPES) + "."),
     sort: str = typer.Option(None, "--sort", help="Sort by a numeric field (descending), e.g. bf16_tflops, memory_bandwidth_gbps, street_usd."),
     ascending: bool = typer.Option(False, "--ascending", help="Sort ascending instead."),
     local: bool = typer.Option(False, "--local", help="Report the GPUs of this machine (NVML), mapped to catalog entries."),
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
     catalog: str = CatalogOpt,
 ) -> None:
     """List the catalog (filter and sort), or with --local the GPUs of this machine."""
@@ -100,7 +109,7 @@ def gpus(
         return
     from whichgpu.report.gpus import print_table
 
-    print_table(specs)
+    print_table(specs, wide=wide)
 
 
 @app.command("show")

@@ -21,9 +21,7 @@ def models(json_out: bool = JsonOpt) -> None:
              "definition": e.definition, "throughput_unit": e.throughput_unit, "notes": e.notes}
             for e in entries]})
         return
-    from rich.table import Table
-
-    from whichgpu.report.console import console
+    from whichgpu.report.console import Table, console
 
     t = Table(title=f"{len(entries)} zoo models (also: a config.json path, or file.py:factory)")
     for c in ("id", "title", "family", "default input", "optimizer", "validation names"):

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from whichgpu import limits
 from whichgpu.commands.common import (
     CatalogOpt,
     CompileOpt,
@@ -16,14 +17,17 @@ from whichgpu.commands.common import (
     JsonOpt,
     NoCacheOpt,
     SystemOpt,
+    WideOpt,
     emit_json,
     engine_attention,
+    float_option,
     get_catalog,
     get_system,
+    int_option,
     resolve_engine,
     workload_spec,
 )
-from whichgpu.errors import InputError
+from whichgpu.errors import InputError, NoAnswerError
 
 UseCaseOpt = typer.Option(None, "--use-case", help="learning, kaggle, cv-research, nlp-research, llm-finetune, "
                           "llm-pretrain, llm-serving or image-generation (docs/presets.md); the default without MODEL: llm-finetune.")
@@ -33,37 +37,38 @@ def recommend_cmd(
     model: str = typer.Argument(None, help="Zoo name, Hugging Face config.json or file.py:factory (default: a use-case preset)."),
     use_case: str = UseCaseOpt,
     task: str = typer.Option(None, "--task", help="train (default) or infer (causal LMs: serving, prefill + decode)."),
-    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Samples per GPU per optimizer step (default: the model's)."),
-    seq_len: int = typer.Option(None, "--seq-len", help="Tokens per sample (default: the model's)."),
-    image_size: int = typer.Option(None, "--image-size", help="Image side in pixels (default: the model's)."),
+    batch_size: int = int_option(None, "--batch-size", "-b", bound=limits.BATCH, help="Samples per GPU per optimizer step (default: the model's)."),
+    seq_len: int = int_option(None, "--seq-len", bound=limits.SEQ_LEN, help="Tokens per sample (default: the model's)."),
+    image_size: int = int_option(None, "--image-size", bound=limits.IMAGE_SIZE, help="Image side in pixels (default: the model's)."),
     precision: str = typer.Option("auto", "--precision", help="auto (per GPU: BF16 on Ampere+, FP16 AMP on Volta/Turing, else FP32), or fp32, tf32, amp-fp16, amp-bf16, fp16, bf16, fp8, int8, int4 on every GPU."),
     optimizer: str = typer.Option(None, "--optimizer", help="sgd, adamw, adam, lamb, rmsprop, adafactor, adamw-8bit (default: the model's)."),
     finetune: str = typer.Option(None, "--finetune", help="full (default), lora or qlora."),
-    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank."),
+    lora_rank: int = int_option(16, "--lora-rank", bound=limits.LORA_RANK, help="LoRA rank."),
     checkpointing: str = typer.Option(None, "--checkpointing", help="Activation checkpointing: none (default), selective or full."),
-    budget: float = typer.Option(None, "--budget", help="USD: purchase of all cards (--buy), or rent per job (with a job) or per month."),
+    budget: float = float_option(None, "--budget", bound=limits.BUDGET_USD, help="USD: purchase of all cards (--buy), or rent per job (with a job) or per month."),
     buy: bool = typer.Option(True, "--buy/--rent", help="Buy the cards (amortised + electricity) or rent them (cloud $/GPU-hour)."),
-    hours_per_month: float = typer.Option(200.0, "--hours-per-month", help="Hours of use a month (utilisation = H / 730)."),
-    years: float = typer.Option(3.0, "--years", help="Years a purchase is amortised over."),
-    electricity: float = typer.Option(0.20, "--electricity-usd-per-kwh", help="Electricity price, USD per kWh."),
-    max_gpus: int = typer.Option(None, "--max-gpus", help="Largest GPU count to consider (counts 1, 2, 4, 8, ...; default 8, a preset's own)."),
-    max_power_w: float = typer.Option(None, "--max-power-w", help="Power supply budget for the GPUs, W (GPUs x TDP or the limit)."),
-    min_memory_gb: float = typer.Option(None, "--min-memory-gb", help="Leave out GPUs with less memory (a preset sets its rule of thumb; 0 disables it)."),
+    hours_per_month: float = float_option(200.0, "--hours-per-month", bound=limits.HOURS_PER_MONTH, help="Hours of use a month (utilisation = H / 730)."),
+    years: float = float_option(3.0, "--years", bound=limits.YEARS, help="Years a purchase is amortised over."),
+    electricity: float = float_option(0.20, "--electricity-usd-per-kwh", bound=limits.USD_PER_KWH, help="Electricity price, USD per kWh."),
+    max_gpus: int = int_option(None, "--max-gpus", bound=limits.MAX_GPUS, help="Largest GPU count to consider (counts 1, 2, 4, 8, ...; default 8, a preset's own)."),
+    max_power_w: float = float_option(None, "--max-power-w", bound=limits.POWER_BUDGET_W, help="Power supply budget for the GPUs, W (GPUs x TDP or the limit)."),
+    min_memory_gb: float = float_option(None, "--min-memory-gb", bound=limits.MEMORY_GB, help="Leave out GPUs with less memory (a preset sets its rule of thumb; 0 disables it)."),
     objective: str = typer.Option(None, "--objective", help="value (work per $; default), time, energy or cost-per-job."),
-    job_tokens: float = typer.Option(None, "--job-tokens", help="The job: tokens to process (training) or to generate (serving)."),
-    job_epochs: float = typer.Option(None, "--job-epochs", help="The job: epochs over --dataset-size samples."),
-    dataset_size: float = typer.Option(None, "--dataset-size", help="Samples per epoch (with --job-epochs)."),
-    power_limit_w: float = typer.Option(None, "--power-limit-w", help="Model a power cap per GPU, W (throughput from Dettmers' RTX 2080 Ti measurement)."),
+    job_tokens: float = float_option(None, "--job-tokens", bound=limits.JOB_TOKENS, help="The job: tokens to process (training) or to generate (serving)."),
+    job_epochs: float = float_option(None, "--job-epochs", bound=limits.JOB_EPOCHS, help="The job: epochs over --dataset-size samples."),
+    dataset_size: float = float_option(None, "--dataset-size", bound=limits.DATASET_SIZE, help="Samples per epoch (with --job-epochs)."),
+    power_limit_w: float = float_option(None, "--power-limit-w", bound=limits.POWER_W, help="Model a power cap per GPU, W (throughput from Dettmers' RTX 2080 Ti measurement)."),
     price: list[str] = typer.Option(None, "--price", help="NAME=USD (purchase per card) or NAME=USD/h (rent per GPU-hour); repeatable."),
     prices_file: str = typer.Option(None, "--prices", metavar="FILE", help="Prices file, TOML or CSV (format: docs/presets.md)."),
     gpu: str = typer.Option(None, "--gpu", help="Only these GPUs (comma-separated names); default: the whole catalog."),
     engine: str = EngineOpt,
     compile_: bool = CompileOpt,
-    top: int = typer.Option(15, "--top", help="Rows of the ranked table to show."),
+    top: int = int_option(15, "--top", bound=limits.ROWS, help="Rows of the ranked table to show."),
     html: str = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML report with charts."),
     no_cache: bool = NoCacheOpt,
     system: str = SystemOpt,
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
     catalog: str = CatalogOpt,
 ) -> None:
     """Rank every GPU x count for the workload by value, time, energy or cost per job, with the reason
@@ -77,14 +82,14 @@ def recommend_cmd(
     from whichgpu.recommend.workloads import make_workload
     from whichgpu.workload.api import get_trace
 
+    if html is not None and not html.strip():
+        raise InputError("--html needs a file name to write the report to, e.g. --html report.html")
     cat = get_catalog(catalog)
-    if top < 1:
-        raise InputError(f"--top must be >= 1, got {top}")
     workload_flags = {"--task": task, "--batch-size": batch_size, "--seq-len": seq_len, "--image-size": image_size,
                       "--optimizer": optimizer, "--finetune": finetune, "--checkpointing": checkpointing}
     preset = None
     if model is None:
-        preset = get_preset(use_case or DEFAULT_PRESET)
+        preset = get_preset(use_case if use_case is not None else DEFAULT_PRESET)
     eng = resolve_engine(engine, compile_, preset.engine if preset else "pytorch")
     attention = engine_attention(eng, None)
     if preset is not None:
@@ -149,13 +154,13 @@ def recommend_cmd(
     else:
         from whichgpu.report.recommend import print_recommendation
 
-        print_recommendation(rec, top)
+        print_recommendation(rec, top, wide=wide)
         if html:
-            from whichgpu.report.console import console
+            from whichgpu.report.console import say
 
-            console.print(f"wrote {html}", soft_wrap=True)
+            say(f"wrote {html}")
     if not rec.rows:
-        raise InputError(f"none of the {len(rec.rejected)} GPUs compared can run this job within the constraints "
+        raise NoAnswerError(f"none of the {len(rec.rejected)} GPUs compared can run this job within the constraints "
                          "(why: see 'cannot run this job' above, or 'cannot_run' in the JSON)")
 
 

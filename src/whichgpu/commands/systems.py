@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from whichgpu.commands.common import CatalogOpt, JsonOpt, emit_json
+from whichgpu.commands.common import CatalogOpt, JsonOpt, WideOpt, emit_json
 
 
 def systems(
     gpu: str = typer.Option(None, "--gpu", help="Only the systems this GPU runs in, and its default system."),
     json_out: bool = JsonOpt,
+    wide: bool = WideOpt,
     catalog: str = CatalogOpt,
 ) -> None:
     """List the systems (nodes, scale-up and scale-out links) and where each figure comes from."""
@@ -33,7 +34,7 @@ def systems(
         return
     from whichgpu.report.systems import print_table
 
-    print_table(rows, default)
+    print_table(rows, default, wide=wide)
 
 
 def register(app: typer.Typer) -> None:

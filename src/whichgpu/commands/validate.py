@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from whichgpu import limits
 from whichgpu.commands.common import (
     CatalogOpt,
     JsonOpt,
@@ -11,13 +12,14 @@ from whichgpu.commands.common import (
     emit_json,
     get_catalog,
     get_system,
+    int_option,
 )
 
 
 def validate(
     data: list[str] = typer.Option(..., "--data", help="A measurements CSV (throughput or external format) or a "
                                    "directory of them (searched recursively); repeatable."),
-    worst: int = typer.Option(15, "--worst", help="Rows with the largest errors to list."),
+    worst: int = int_option(15, "--worst", bound=limits.TOP, help="Rows with the largest errors to list."),
     show_rows: bool = typer.Option(False, "--rows", help="List every row (predicted, measured, error)."),
     by: str = typer.Option("source,gpu", "--by", help="Summary tables to print, comma-separated: format, source, "
                            "file, metric, engine, gpu, model, precision, task."),
@@ -34,8 +36,6 @@ def validate(
     bad = [g for g in groups if f"by_{g}" not in GROUPS]
     if bad:
         raise InputError(f"--by {', '.join(bad)}: unknown; valid: " + ", ".join(k[3:] for k in GROUPS))
-    if worst < 0:
-        raise InputError(f"--worst must be >= 0, got {worst}")
     rows = read_measurements(data)
     cat = get_catalog(catalog)
     sys_ = get_system(catalog, system)

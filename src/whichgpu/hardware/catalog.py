@@ -9,6 +9,9 @@ separator) may hold files of two kinds:
   ``[[measured]]`` entries replace those of the same dtype.
 
 Every problem is reported as ``CatalogError(file, field, what would be valid)``.
+
+A card that lists a tensor-core dtype whose peak no source gives gets an estimate from its SMs
+and clock, marked as such (`spec.with_estimated_peaks`), not a silent fall back to FP32.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from whichgpu.hardware.datafiles import (
 from whichgpu.hardware.datafiles import (
     read_toml as read_toml,  # re-exported: the zoo, bands and corpus files are read with it
 )
-from whichgpu.hardware.names import Memory, NamedEntries
+from whichgpu.hardware.names import Memory, NamedEntries, check_name
 from whichgpu.hardware.spec import (
     ARCHITECTURES,
     COMPUTE_DTYPES,
@@ -50,6 +53,7 @@ from whichgpu.hardware.spec import (
     GpuSpec,
     MeasuredCeiling,
     Price,
+    with_estimated_peaks,
 )
 
 SPECS_DIR = Path(__file__).parent / "specs"
@@ -68,56 +72,59 @@ NO_TENSOR_ARCHITECTURES = frozenset({"pascal"})
 _NUM = (int, float)
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
+# Plausible ranges (`Field.lo`..`Field.hi`): wide enough for any accelerator made or announced
+# (packaged extremes: 6-288 GB, 272-8000 GB/s, 6.45-13125 dense TFLOP/s, 70-1400 W, 24-304 SMs),
+# narrow enough that a typo (1e-300, 1e300, a value in the wrong unit by 10^6) is caught.
 # Checks of the GPU files' own: a peak is a positive number or "n/a" (no such hardware path);
 # a date is YYYY-MM or YYYY-MM-DD.
-PEAK = Field((*_NUM, str), "peak")
+PEAK = Field((*_NUM, str), "peak", lo=0.01, hi=100_000, unit='TFLOP/s (TOP/s for integers) or "n/a"')
 DATE = Field((str,), "date")
 TOP_FIELDS: dict[str, Field] = {
     "schema": text(required=True),
-    "id": text(required=True),
-    "override": text(),
-    "name": text(required=True),
+    "id": text(required=True, name=True),
+    "override": text(name=True),
+    "name": text(required=True, name=True),
     "vendor": text(required=True),
     "architecture": text(required=True),
     "chip": text(required=True),
-    "year": whole(required=True),
+    "year": whole(required=True, lo=1990, hi=2100),
     "form_factor": text(required=True),
     "segment": text(required=True),
-    "aliases": strings(),
+    "aliases": strings(name=True),
     "notes": text(),
 }
 SECTIONS: dict[str, dict[str, Field]] = {
     "memory": {
-        "size_gb": number(required=True),
+        "size_gb": number(required=True, lo=0.5, hi=4096, unit="GB"),
         "type": text(required=True),
-        "bandwidth_gbps": number(required=True),
-        "l2_cache_mb": number(),
+        "bandwidth_gbps": number(required=True, lo=10, hi=100_000, unit="GB/s"),
+        "l2_cache_mb": number(lo=0.01, hi=4096, unit="MB"),
     },
     "compute": {
-        "sm_count": whole(),
-        "boost_clock_mhz": number(),
-        "base_clock_mhz": number(),
-        "shared_mem_per_sm_kb": number(),
-        "l1_cache_per_sm_kb": number(),
+        "sm_count": whole(lo=1, hi=100_000, unit="SMs"),
+        "boost_clock_mhz": number(lo=100, hi=10_000, unit="MHz"),
+        "base_clock_mhz": number(lo=100, hi=10_000, unit="MHz"),
+        "shared_mem_per_sm_kb": number(lo=1, hi=65_536, unit="KB"),
+        "l1_cache_per_sm_kb": number(lo=1, hi=65_536, unit="KB"),
         "sparsity_2to4": flag(),
         "tensor_core_dtypes": strings(),
     },
     "peak_dense": {**{f: PEAK for f in PEAK_FIELDS.values()}, "fp16_acc16_tflops": PEAK},
-    "power": {"tdp_w": number()},
+    "power": {"tdp_w": number(lo=5, hi=5000, unit="W")},
     "interconnect": {
         "scaleup": text(),
-        "scaleup_gbps_per_direction": number(),
-        "pcie_gen": whole(),
-        "pcie_lanes": whole(),
-        "scaleup_domain_gpus": whole(),
+        "scaleup_gbps_per_direction": number(lo=0.1, hi=100_000, unit="GB/s"),
+        "pcie_gen": whole(lo=1, hi=8),
+        "pcie_lanes": whole(lo=1, hi=32, unit="lanes"),
+        "scaleup_domain_gpus": whole(lo=1, hi=100_000, unit="GPUs"),
     },
     "price": {
-        "launch_msrp_usd": number(),
+        "launch_msrp_usd": number(lo=1, hi=10_000_000, unit="USD"),
         "launch_source": text(),
-        "street_usd": number(),
+        "street_usd": number(lo=1, hi=10_000_000, unit="USD"),
         "street_date": DATE,
         "street_source": text(),
-        "cloud_usd_per_hour": number(),
+        "cloud_usd_per_hour": number(lo=0.001, hi=10_000, unit="USD per GPU-hour"),
         "cloud_provider": text(),
         "cloud_date": DATE,
         "cloud_source": text(),
@@ -125,7 +132,7 @@ SECTIONS: dict[str, dict[str, Field]] = {
 }
 MEASURED_FIELDS: dict[str, Field] = {
     "dtype": text(required=True),
-    "matmul_tflops": number(required=True),
+    "matmul_tflops": number(required=True, lo=0.01, hi=100_000, unit="TFLOP/s"),
     "source": text(required=True),
     "shape": text(),
     "notes": text(),
@@ -318,7 +325,10 @@ class Catalog(NamedEntries[GpuSpec]):
     def get_many(self, names: str | Iterable[str]) -> list[GpuSpec]:
         """Resolve a comma-separated list (or iterable) of names; 'all' means the catalog."""
         if isinstance(names, str):
-            names = [n.strip() for n in names.split(",") if n.strip()]
+            parts = [n for n in names.split(",") if n.strip()]
+            for n in parts:  # before the spaces are stripped: a tab or newline is refused too
+                check_name(self.kind, n)
+            names = [n.strip() for n in parts]
         names = list(names)
         if names == ["all"]:
             return list(self.specs)
@@ -366,5 +376,6 @@ def load_catalog(catalog_dir: str | None = None, packaged: bool = True) -> Catal
             merged = entries[known].overridden(path, raw, merge_raw, validate_raw)
             entries[known] = replace(merged, raw={**merged.raw, "id": known})  # it may name it by an alias
     specs = [replace(_spec_from_raw(e.where, e.raw, e.overridden_by), path=e.path) for e in entries.values()]
+    specs = with_estimated_peaks(specs)
     specs.sort(key=lambda s: (s.vendor, -s.year, s.id))
     return Catalog(specs, dirs)

@@ -8,6 +8,10 @@ value in its own words (a `Check`). Shared here:
 * `FileSchema` (GPU and system files): a file walked against its tables in file order, so the
   first problem in it is the one reported, with one wording for unknown and missing fields
   (engine profiles, whose sections are all required, share the unknown-field error);
+* the checks every kind shares (`check_shared`): a number is finite and within its field's
+  plausible range (`Field.lo`..`Field.hi`: a GPU with 1e-300 GB/s or infinite TFLOP/s is a typo,
+  not a GPU), and a name users type (an id, name or alias) has no control or invisible
+  character and does not start with '-' (`names.name_problem`);
 * loading: the packaged files read and checked once per process (`packaged_entries`), then the
   user's directories in order (`user_files`), where a file adds an entry or, naming a known
   one, changes it field by field (`Entry.overridden`).
@@ -17,6 +21,7 @@ Every problem is a ``CatalogError(file, field, what would be valid)``.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +34,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from whichgpu.errors import CatalogError
+from whichgpu.hardware.names import name_problem
 
 Raw = dict[str, Any]
 """A file's contents as TOML parses them."""
@@ -41,8 +47,11 @@ def read_toml(path: Path) -> Raw:
             return data
     except tomllib.TOMLDecodeError as e:
         raise CatalogError(str(path), "", f"not valid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise CatalogError(str(path), "", "not UTF-8 text") from None
+    except UnicodeDecodeError as e:
+        raise CatalogError(str(path), "", f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                           "a TOML file must be UTF-8: save it as UTF-8") from None
+    except ValueError as e:  # tomllib's own int() past 4300 digits
+        raise CatalogError(str(path), "", f"not valid TOML: {e}") from None
     except OSError as e:
         raise CatalogError(str(path), "", f"cannot read: {e.strerror}") from None
 
@@ -64,29 +73,42 @@ class Field:
     """A complete file gives it; an override (a partial file) may leave it out."""
     choices: tuple[str, ...] = ()
     """The valid values of a "choice" field, written as strings."""
+    lo: float | None = None
+    """A number's plausible least value (inclusive); None: only its `check` (> 0, >= 0) bounds it."""
+    hi: float | None = None
+    """A number's plausible greatest value (inclusive); None: unbounded (but always finite)."""
+    unit: str = ""
+    """The unit of a number, as the range error says it ("GB/s")."""
+    name: bool = False
+    """A name users type to pick the entry (an id, name, alias, or a list of them): no control or
+    invisible characters, not starting with '-' (`names.name_problem`)."""
 
 
-def text(required: bool = False) -> Field:
-    return Field((str,), "str", required)
+def text(required: bool = False, name: bool = False) -> Field:
+    """A string; `name`: one users type to pick the entry (checked by `check_shared`)."""
+    return Field((str,), "str", required, name=name)
 
 
-def number(check: str = "pos", required: bool = False) -> Field:
-    """An integer or float; `check` "pos" (> 0) or "nonneg" (>= 0)."""
-    return Field((int, float), check, required)
+def number(check: str = "pos", required: bool = False, lo: float | None = None, hi: float | None = None,
+           unit: str = "") -> Field:
+    """An integer or float; `check` "pos" (> 0) or "nonneg" (>= 0); finite, and within `lo`..`hi`
+    (its plausible range, in `unit`) when given."""
+    return Field((int, float), check, required, lo=lo, hi=hi, unit=unit)
 
 
-def whole(check: str = "pos", required: bool = False) -> Field:
-    """An integer; `check` "pos" (> 0) or "nonneg" (>= 0)."""
-    return Field((int,), check, required)
+def whole(check: str = "pos", required: bool = False, lo: float | None = None, hi: float | None = None,
+          unit: str = "") -> Field:
+    """An integer; `check` "pos" (> 0) or "nonneg" (>= 0); within `lo`..`hi` when given."""
+    return Field((int,), check, required, lo=lo, hi=hi, unit=unit)
 
 
 def flag(required: bool = False) -> Field:
     return Field((bool,), "bool", required)
 
 
-def strings(required: bool = False) -> Field:
-    """A list of strings."""
-    return Field((list,), "list", required)
+def strings(required: bool = False, name: bool = False) -> Field:
+    """A list of strings; `name`: names users type (aliases), each checked by `check_shared`."""
+    return Field((list,), "list", required, name=name)
 
 
 def one_of(values: Iterable[str | int], required: bool = False) -> Field:
@@ -108,13 +130,47 @@ def unknown_field(path: str, name: str, valid: Iterable[str]) -> CatalogError:
     return CatalogError(path, name, "unknown field; valid: " + ", ".join(valid))
 
 
+def valid_range(f: Field) -> str:
+    """What a number field holds, as errors say it: "a number from 10 to 100000 GB/s" (the
+    plausible range)."""
+    kind = "a whole number" if f.types == (int,) else "a number"
+    unit = f" {f.unit}" if f.unit else ""
+    if f.lo is not None and f.hi is not None:
+        return f"{kind} from {f.lo:g} to {f.hi:g}{unit}"
+    if f.hi is not None:
+        return f"{kind} {'> 0' if f.check == 'pos' else '>= 0'} and at most {f.hi:g}{unit}"
+    if f.lo is not None:
+        return f"{kind} >= {f.lo:g}{unit}"
+    return f"a finite {kind[2:]}" + (" > 0" if f.check == "pos" else " >= 0" if f.check == "nonneg" else "")
+
+
+def check_shared(path: str, key: str, value: Any, f: Field) -> None:
+    """The checks every kind of file shares, after the kind's own (which checked the type): a
+    number (never true/false) is finite and within the field's plausible range; a name users
+    type has no control or invisible character and does not start with '-'."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and f.check != "choice":
+        try:
+            x = float(value)
+        except OverflowError:  # an integer past the largest float
+            x = math.copysign(math.inf, value)
+        if not (math.isfinite(x) and (f.lo is None or x >= f.lo) and (f.hi is None or x <= f.hi)):
+            shown = repr(value) if isinstance(value, float) or abs(value) < 10**18 else f"{x:g}"
+            raise CatalogError(path, key, f"expected {valid_range(f)}, got {shown}")
+    if f.name:
+        for v in (value if isinstance(value, list) else [value]):
+            problem = name_problem(v) if isinstance(v, str) else None
+            if problem:
+                raise CatalogError(path, key, f"{v!r} {problem}")
+
+
 def check_table(path: str, name: str, table: Raw, fields: Mapping[str, Field], check: Check) -> None:
     """Each key of the table `name` in file order: an unknown one is an error listing the valid
-    ones; a known one's value passes `check`."""
+    ones; a known one's value passes `check`, then `check_shared`."""
     for key, value in table.items():
         if key not in fields:
             raise unknown_field(path, _dotted(name, key), fields)
         check(path, _dotted(name, key), value, fields[key])
+        check_shared(path, _dotted(name, key), value, fields[key])
 
 
 def check_required(path: str, name: str, table: Raw, fields: Mapping[str, Field]) -> None:
@@ -146,6 +202,7 @@ class FileSchema:
         for key, value in raw.items():
             if key in self.fields:
                 self.check(path, key, value, self.fields[key])
+                check_shared(path, key, value, self.fields[key])
             elif key in self.sections:
                 optional = key in self.optional_sections
                 if optional and value == "none":

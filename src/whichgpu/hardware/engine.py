@@ -30,10 +30,12 @@ from whichgpu.hardware.catalog import merge_raw
 from whichgpu.hardware.datafiles import (
     Field,
     Raw,
+    check_shared,
     flag,
     number,
     one_of,
     read_toml,
+    text,
     unknown_field,
     user_files,
 )
@@ -46,22 +48,24 @@ FUSIONS = ("none", "pointwise", "epilogue")
 CONV_LAYOUTS = ("as-traced", "nhwc")
 ATTENTIONS = ("as-traced", "eager", "fused")
 DEFAULT_ENGINE = "pytorch"
+NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required.
+# Every field of both sections is required. Plausible ranges (packaged: 0-27 us per op, 0-15 ms per
+# step, 0.75-1.0 x bandwidth) are wide, and catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {
     "launch": {
         "graphs": flag(required=True),
-        "host_op_us": number("nonneg", required=True),
-        "host_view_us": number("nonneg", required=True),
-        "step_host_ms_train": number("nonneg", required=True),
-        "step_host_ms_infer": number("nonneg", required=True),
+        "host_op_us": number("nonneg", required=True, hi=100_000, unit="us"),
+        "host_view_us": number("nonneg", required=True, hi=100_000, unit="us"),
+        "step_host_ms_train": number("nonneg", required=True, hi=100_000, unit="ms"),
+        "step_host_ms_infer": number("nonneg", required=True, hi=100_000, unit="ms"),
     },
     "kernels": {
         "fusion": one_of(FUSIONS, required=True),
         "conv_layout": one_of(CONV_LAYOUTS, required=True),
         "attention": one_of(ATTENTIONS, required=True),
         "fp16_accumulate": flag(required=True),
-        "quantized_bandwidth": number(required=True),
+        "quantized_bandwidth": number(required=True, lo=0.01, hi=100, unit="x the 16-bit GEMMs' bandwidth"),
         "grouped_kv": flag(required=True),
     },
 }
@@ -138,6 +142,7 @@ def _check(path: str, name: str, value: Any, f: Field) -> None:
             raise CatalogError(path, name, f"must be >= 0, got {value!r}")
     if f.check == "choice" and value not in f.choices:
         raise CatalogError(path, name, f"must be one of {', '.join(f.choices)}, got {value!r}")
+    check_shared(path, name, value, f)
 
 
 def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
@@ -146,6 +151,7 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
     for key in ("id", "name"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             raise CatalogError(path, key, "must be a non-empty string")
+        check_shared(path, key, raw[key], NAME)
     vals: dict[str, Any] = {}
     for section, fields in _FIELDS.items():
         sec = raw.get(section)
@@ -162,6 +168,7 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise CatalogError(path, "aliases", "must be a list of strings")
+    check_shared(path, "aliases", aliases, NAME)
     sources = raw.get("sources", {})
     if not isinstance(sources, dict):
         raise CatalogError(path, "sources", "must be a table of field = source")

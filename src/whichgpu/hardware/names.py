@@ -25,6 +25,10 @@ no single entry:
    "RTX 3090", not "RTX 3090 Ti"); otherwise they stay ambiguous ("A100-80GB (330W cap)": PCIe
    or SXM4).
 
+A query with a control or invisible character (a tab, a zero-width space: Unicode category C,
+or a line separator), an empty one and one starting with '-' are refused before 1 (`name_problem`):
+they would otherwise resolve silently with the character dropped.
+
 A name that 1-2 resolve keeps its entry. When 4-7 leave no single entry either, the error is
 that of 1-3 (the ambiguity of 2 with its candidates, or unknown with "did you mean"), except
 that an unknown name with several candidates left by 4-7 is ambiguous between those.
@@ -33,11 +37,12 @@ that an unknown name with several candidates left by 4-7 is ambiguous between th
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from whichgpu.errors import AmbiguousNameError, UnknownNameError, WhichGPUError
+from whichgpu.errors import AmbiguousNameError, InputError, UnknownNameError, WhichGPUError
 
 # Words that never distinguish one entry from another.
 NOISE = frozenset({"nvidia", "geforce", "tesla", "amd", "radeon", "instinct", "intel", "google",
@@ -50,6 +55,37 @@ _ALNUM = re.compile(r"[a-z]+|[0-9]+[a-z]*")
 _SIZE = re.compile(r"([0-9]+)gb")
 # "X (Y)": every parenthesised part is a qualifier Y; the rest is the name X.
 _QUALIFIER = re.compile(r"\(([^()]*)\)")
+
+
+# Control characters have no Unicode name; the common ones, as errors call them.
+_CONTROL_NAMES = {"\t": "TAB", "\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x00": "NUL", "\x1b": "ESCAPE"}
+
+
+def name_problem(name: str) -> str | None:
+    """What makes `name` unusable as a name a user types or a file gives, worded to follow the
+    name ("'-a10' starts with '-', ..."), or None: a control or invisible character (Unicode
+    category C: tabs, newlines, zero-width spaces, ...; or a line or paragraph separator),
+    nothing but spaces, or a leading '-'."""
+    for i, ch in enumerate(name):
+        cat = unicodedata.category(ch)
+        if cat[0] == "C" or cat in ("Zl", "Zp"):
+            label = unicodedata.name(ch, _CONTROL_NAMES.get(ch, ""))
+            what = f"U+{ord(ch):04X}" + (f" {label}" if label else "")
+            return (f"has a control or invisible character ({what}) at position {i + 1}; "
+                    "a name holds letters, digits, spaces and punctuation only")
+    if not name.strip():
+        return "is empty; give a name"
+    if name.strip().startswith("-"):
+        return "starts with '-', which no name does (an option given where a name was expected?)"
+    return None
+
+
+def check_name(kind: str, name: str) -> None:
+    """Raise InputError when `name` cannot be a `kind` name (`name_problem`)."""
+    problem = name_problem(name)
+    if problem:
+        what = "name" if kind == "name" else f"{kind} name"
+        raise InputError(f"invalid {what} {name!r}: it {problem}")
 
 
 def tokens(name: str) -> list[str]:
@@ -113,6 +149,7 @@ class NameIndex:
         return hits
 
     def resolve(self, query: str, kind: str = "name", hint: str = "") -> str:
+        check_name(kind, query)
         try:
             return self._resolve_by_name(query, kind, hint)
         except (UnknownNameError, AmbiguousNameError) as err:

@@ -6,11 +6,22 @@ FP16-accumulate rate, and the catalog stores the halved figure (see shared/refer
 
 Unknown and unsupported are different: a dtype listed in `unsupported` has no hardware path on
 the card; a dtype in neither `peak_tflops` nor `unsupported` is simply not known.
+
+A card whose tensor cores run a dtype (`tensor_core_dtypes`) but whose peak for it no source gives
+gets an estimate (`with_estimated_peaks`), from physics: a tensor core does a fixed number of dense
+operations per SM per clock for each dtype and architecture, so
+
+    peak = (FLOP per SM per clock of its architecture) x SMs x boost clock
+
+where the first factor is read off the cards of the same architecture (the same chip, and the
+same rate class: GeForce cards run FP16/BF16 with FP32 accumulation at half rate) whose peak, SM
+count and boost clock the catalog gives. The estimate is in `peak_tflops` like any peak (so every
+consumer sees it) and `estimated_peaks` holds its caveat, shown wherever it is used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Compute dtypes a kernel can run in. Order = from widest to narrowest.
@@ -108,10 +119,18 @@ class GpuSpec:
     notes: str = ""
     path: str = ""
     overridden_by: tuple[str, ...] = ()
+    estimated_peaks: dict[str, str] = field(default_factory=dict)
+    """dtype -> caveat, for each peak in `peak_tflops` that no source gives and the catalog
+    estimated from the card's SMs and clock (`with_estimated_peaks`)."""
 
     def peak(self, dtype: str) -> float | None:
-        """Dense peak in TFLOP/s (TOP/s for integer dtypes), None if unknown or unsupported."""
+        """Dense peak in TFLOP/s (TOP/s for integer dtypes), None if unknown or unsupported
+        (an estimated peak is returned too: `peak_caveat` says so)."""
         return self.peak_tflops.get(dtype)
+
+    def peak_caveat(self, dtype: str) -> str:
+        """How the peak of `dtype` was estimated, or "" when a source gives it (or it is unknown)."""
+        return self.estimated_peaks.get(dtype, "")
 
     def supports(self, dtype: str) -> bool | None:
         """True / False / None (unknown)."""
@@ -132,7 +151,12 @@ class GpuSpec:
 
     def source_of(self, key: str) -> str:
         """Source of a figure: the most specific entry of [sources] ('section.field',
-        'section', then 'default')."""
+        'section', then 'default'); an estimated peak's is its caveat (no source gives it)."""
+        section, _, name = key.partition(".")
+        if section == "peak_dense":
+            for dt, fname in PEAK_FIELDS.items():
+                if fname == name and dt in self.estimated_peaks:
+                    return self.estimated_peaks[dt]
         if key in self.sources:
             return self.sources[key]
         section = key.split(".", 1)[0]
@@ -168,6 +192,7 @@ class GpuSpec:
             "shared_mem_per_sm_kb": self.shared_mem_per_sm_kb,
             "l1_cache_per_sm_kb": self.l1_cache_per_sm_kb,
             "peak_dense": peaks,
+            "estimated_peaks": {PEAK_FIELDS[dt]: c for dt, c in self.estimated_peaks.items()},
             "fp16_acc16_tflops": self.fp16_acc16_tflops,
             "sparsity_2to4": self.sparsity_2to4,
             "tensor_core_dtypes": list(self.tensor_core_dtypes),
@@ -198,3 +223,75 @@ class GpuSpec:
             "file": self.path,
             "overridden_by": list(self.overridden_by),
         }
+
+
+# --------------------------------------------------------------------------- estimated peaks
+
+
+def _per_sm_clock(s: GpuSpec, dtype: str) -> float | None:
+    """Dense operations per SM per clock a published peak implies: peak / (SMs x boost clock)
+    (A10: 125 TFLOP/s BF16 / (72 SMs x 1695 MHz) = 1024 FLOP per SM per clock)."""
+    peak = s.peak_tflops.get(dtype)
+    if peak is None or dtype in s.estimated_peaks or not s.sm_count or not s.boost_clock_mhz:
+        return None
+    return peak * 1e12 / (s.sm_count * s.boost_clock_mhz * 1e6)
+
+
+def _rate_class(s: GpuSpec) -> str:
+    """GeForce cards run FP16/BF16 with FP32 accumulation at half the rate of the same chip's
+    professional cards; the per-SM rates of the two are not interchangeable."""
+    return "consumer" if s.vendor == "NVIDIA" and s.segment == "consumer" else "datacenter and workstation"
+
+
+def _references(card: GpuSpec, dtype: str, specs: list[GpuSpec]) -> tuple[str, list[GpuSpec]]:
+    """The cards a missing peak is read from, with how they were chosen: the same architecture,
+    narrowed to the same chip and rate class, else the same rate class, where there are such."""
+    same_arch = [r for r in specs if r.id != card.id and r.architecture == card.architecture
+                 and dtype in r.tensor_core_dtypes and _per_sm_clock(r, dtype) is not None]
+    cls = _rate_class(card)
+    tiers: tuple[tuple[str, list[GpuSpec]], ...] = (
+        (f"{card.chip} {cls} cards", [r for r in same_arch if r.chip == card.chip and _rate_class(r) == cls]),
+        (f"{card.architecture} {cls} cards", [r for r in same_arch if _rate_class(r) == cls]),
+        (f"{card.architecture} cards", same_arch),
+    )
+    return next(((label, refs) for label, refs in tiers if refs), ("", []))
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def estimated_peak(card: GpuSpec, dtype: str, specs: list[GpuSpec]) -> tuple[float, str] | None:
+    """(peak, caveat) for a tensor-core dtype whose peak `card` does not give, from the median
+    per-SM-per-clock rate of its references (`_references`) x its SMs x its boost clock; None
+    when the card has no SM count or clock, or no card of its architecture gives the rate."""
+    if not card.sm_count or not card.boost_clock_mhz:
+        return None
+    label, refs = _references(card, dtype, specs)
+    if not refs:
+        return None
+    rates = [r for r in (_per_sm_clock(x, dtype) for x in refs) if r is not None]
+    rate = _median(rates)
+    peak = round(rate * card.sm_count * card.boost_clock_mhz * 1e6 / 1e12, 1)
+    unit, op = ("TOP/s", "OP") if dtype.startswith("int") else ("TFLOP/s", "FLOP")
+    spread = f"; they range {min(rates):.0f}-{max(rates):.0f}" if max(rates) > 1.05 * min(rates) else ""
+    caveat = (f"{dtype.upper()} peak {peak:g} {unit} estimated (no source gives it), derived as {rate:.0f} dense "
+              f"{op} per SM per clock ({label} {', '.join(sorted(r.id for r in refs))}{spread}) x {card.sm_count} "
+              f"SMs x {card.boost_clock_mhz:g} MHz boost, the SM count and clock as this catalog entry gives them")
+    return peak, caveat
+
+
+def with_estimated_peaks(specs: list[GpuSpec]) -> list[GpuSpec]:
+    """The specs, each tensor-core dtype with no peak (neither given nor "n/a") estimated where
+    it can be (`estimated_peak`); references are always cards with the figure given."""
+    out = []
+    for s in specs:
+        missing = [d for d in s.tensor_core_dtypes if d not in s.peak_tflops and d not in s.unsupported]
+        found = {d: e for d in missing if (e := estimated_peak(s, d, specs)) is not None}
+        if found:
+            s = replace(s, peak_tflops={**s.peak_tflops, **{d: p for d, (p, _) in found.items()}},
+                        estimated_peaks={**s.estimated_peaks, **{d: c for d, (_, c) in found.items()}})
+        out.append(s)
+    return out

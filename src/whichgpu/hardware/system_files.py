@@ -49,36 +49,39 @@ from whichgpu.hardware.system import (
     is_pcie_card,
 )
 
+# Plausible ranges (`Field.lo`..`Field.hi`; packaged extremes: 1-72 GPUs per node, 150-900 GB/s
+# scale-up, 1.5625-50 GB/s per GPU scale-out, 4-12 us per ring step): wide enough for any machine
+# built or announced, narrow enough that a typo (1e-300, 1e300, a unit off by 10^6) is caught.
 TOP_FIELDS: dict[str, Field] = {
     "schema": text(required=True),
-    "id": text(required=True),
-    "name": text(required=True),
+    "id": text(required=True, name=True),
+    "name": text(required=True, name=True),
     "kind": one_of(KINDS, required=True),
-    "gpu": text(),
-    "gpus_per_node": whole(required=True),
-    "default_for": strings(),
-    "aliases": strings(),
+    "gpu": text(name=True),
+    "gpus_per_node": whole(required=True, lo=1, hi=100_000, unit="GPUs"),
+    "default_for": strings(name=True),
+    "aliases": strings(name=True),
     "notes": text(),
 }
 SECTIONS: dict[str, dict[str, Field]] = {
     "scaleup": {
         "link": text(required=True),
         "generation": one_of(SCALEUP_GENERATIONS, required=True),
-        "gbps_per_direction": number(required=True),
-        "domain_gpus": whole(required=True),
-        "latency_us": number("nonneg", required=True),
+        "gbps_per_direction": number(required=True, lo=0.1, hi=100_000, unit="GB/s"),
+        "domain_gpus": whole(required=True, lo=1, hi=100_000, unit="GPUs"),
+        "latency_us": number("nonneg", required=True, hi=100_000, unit="us"),
     },
     "pcie": {
         "gen": one_of((3, 4, 5, 6), required=True),
         "lanes": one_of((1, 2, 4, 8, 16), required=True),
         "p2p": flag(required=True),
-        "latency_us": number("nonneg", required=True),
+        "latency_us": number("nonneg", required=True, hi=100_000, unit="us"),
     },
     "scaleout": {
         "kind": one_of(SCALEOUT_KINDS, required=True),
-        "gbps_per_gpu": number(required=True),
-        "rails": whole(required=True),
-        "latency_us": number("nonneg", required=True),
+        "gbps_per_gpu": number(required=True, lo=0.01, hi=100_000, unit="GB/s"),
+        "rails": whole(required=True, lo=1, hi=100_000, unit="NICs"),
+        "latency_us": number("nonneg", required=True, hi=100_000, unit="us"),
     },
 }
 OPTIONAL_SECTIONS = ("scaleup", "scaleout")  # absent or "none": no such link

@@ -8,15 +8,20 @@ Two CSV formats are read (the columns tell which):
   ``settings``, ...): samples/s, decode and prefill tokens/s, first-token latency, serving
   throughput, GPU memory, out-of-memory labels and weight file sizes.
 
-A directory stands for every ``*.csv`` under it (recursively, sorted by path). Values stay strings here: turning a row
-into a prediction (``measure/jobs.py``) reports what it cannot read, row by row.
+A directory stands for every ``*.csv`` under it (recursively, sorted by path). A file that is not
+UTF-8, a row with fewer or more cells than the header, and a value that is no measurement (not a
+finite number >= 0) are errors naming the file, line and column. Values stay strings here: turning
+a row into a prediction (``measure/jobs.py``) reports what else it cannot read, row by row.
 """
 
 from __future__ import annotations
 
 import csv
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from whichgpu.errors import InputError
 
@@ -89,25 +94,70 @@ def csv_files(path: str) -> list[Path]:
 
 
 def read_file(path: Path) -> list[Measurement]:
+    """The rows of one CSV file. A row with fewer or more cells than the header, or a value that
+    is not a measurement (`_check_row`), is an error naming the file, the line and the column."""
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             cols = list(reader.fieldnames or [])
-            rows = list(reader)
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text; save the CSV as UTF-8") from None
+            make = _format(path, cols)
+            out = []
+            for i, r in enumerate(reader):
+                _check_row(path, reader.line_num, cols, r)
+                out.append(make(path, i, r))
+            return out
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                         "a measurements CSV must be UTF-8: save it as UTF-8") from None
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     except csv.Error as e:
         raise InputError(f"{path}: malformed CSV ({e})") from None
+
+
+def _format(path: Path, cols: list[str]) -> Callable[[Path, int, dict[str, str | None]], Measurement]:
+    """The reader of a file with these columns, or an error naming the columns expected."""
     if all(c in cols for c in EXTERNAL_COLUMNS):
-        return [_external(path, i, r) for i, r in enumerate(rows)]
+        return _external
     if all(c in cols for c in THROUGHPUT_COLUMNS):
-        return [_throughput(path, i, r) for i, r in enumerate(rows)]
+        return _throughput
     missing = [c for c in THROUGHPUT_COLUMNS if c not in cols]
     raise InputError(f"{path}: missing column(s) {', '.join(missing)}; expected the columns of "
                      "shared/validation/throughput.csv (" + ", ".join(THROUGHPUT_COLUMNS) + ") or of "
                      "shared/validation/external_dev/*.csv (" + ", ".join(EXTERNAL_COLUMNS) + ")")
+
+
+# The values of a ``fits`` row (external format): it fits, or it ran out of memory.
+FITS_LABELS = ("fits", "yes", "ok", "oom", "no")
+
+
+def _check_row(path: Path, line: int, cols: list[str], r: dict[Any, Any]) -> None:
+    """A row has a cell per header column (empty cells are fine), and its value, when given, is a
+    measurement: a finite number >= 0, or for a ``fits`` row one of FITS_LABELS."""
+    if None in r:  # DictReader files the cells past the header under None
+        n = len(cols) + len(r[None])
+        raise InputError(f"{path}: line {line}: {n} cells but the header has {len(cols)} columns; "
+                         "quote a cell that holds a comma, or remove the extra cells")
+    short = [c for c in cols if r.get(c) is None]
+    if short:
+        raise InputError(f"{path}: line {line}: {len(cols) - len(short)} cells but the header has {len(cols)} "
+                         f"columns (no cell for column {short[0]!r}); every row needs a cell per column, "
+                         "empty ones included")
+    value = r["value"].strip()
+    if not value:
+        return
+    if (r.get("metric") or "").strip() == "fits":
+        if value.lower() not in FITS_LABELS:
+            raise InputError(f"{path}: line {line}, column 'value': a fits row's value is one of "
+                             f"{', '.join(FITS_LABELS)} (or empty), got {value!r}")
+        return
+    try:
+        x = float(value.replace(",", ""))
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x >= 0):
+        raise InputError(f"{path}: line {line}, column 'value': expected a measurement (a finite number >= 0, "
+                         f"or empty for a configuration to predict), got {value!r}")
 
 
 def read_measurements(paths: list[str]) -> list[Measurement]:

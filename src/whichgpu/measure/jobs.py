@@ -32,9 +32,11 @@ setups, which these follow):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
+from whichgpu import limits
 from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.catalog import Catalog
 from whichgpu.hardware.engine import get_engine
@@ -95,6 +97,17 @@ class Job:
     @property
     def direction(self) -> str:
         return METRICS[self.m.metric][1]
+
+
+def _power(text: str) -> float:
+    """settings power_limit_w=W: a finite number of watts in range (limits.POWER_W)."""
+    try:
+        w = float(text)
+    except ValueError:
+        w = math.nan
+    if not limits.POWER_W.ok(w):
+        raise InputError(f"settings power_limit_w must be {limits.POWER_W.describe()} W, got {text!r}")
+    return w
 
 
 def _source_key(m: Measurement) -> str:
@@ -279,7 +292,7 @@ def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:
         options.append(("kv_dtype", kv))
     power = m.setting("power_limit_w")
     accum = _int(m, "settings grad_accum", m.setting("grad_accum"), 1) or 1
-    plan = Plan(engine=engine, grad_accum=accum, power_limit_w=float(power) if power else None)
+    plan = Plan(engine=engine, grad_accum=accum, power_limit_w=_power(power) if power else None)
     measured = _measured(m, kind)
     if kind in ("decode", "prefill", "ttft", "serve") or (kind == "fits" and entry.causal_lm):
         if not entry.causal_lm:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from whichgpu.errors import WhichGPUError
 from whichgpu.hardware.catalog import Catalog
 
 
+def _text(x: object) -> str:
+    """An NVML string (bytes in older nvidia-ml-py releases) as text, whatever its encoding."""
+    return x.decode("utf-8", errors="replace") if isinstance(x, bytes) else str(x)
+
+
 def local_gpus(catalog: Catalog) -> dict[str, Any]:
-    """{'gpus': [...], 'reason': str}. Never raises for 'no GPU'; says why instead."""
+    """{'gpus': [...], 'reason': str}. Never raises for 'no GPU' or an NVML failure; says why instead."""
     try:
         import pynvml
     except ImportError:
@@ -18,14 +24,11 @@ def local_gpus(catalog: Catalog) -> dict[str, Any]:
         pynvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return {"gpus": [], "reason": f"no NVIDIA driver/GPU found (NVML: {e})"}
+    gpus: list[dict[str, Any]] = []
     try:
-        n = pynvml.nvmlDeviceGetCount()
-        gpus = []
-        for i in range(n):
+        for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            if isinstance(name, bytes):
-                name = name.decode()
+            name = _text(pynvml.nvmlDeviceGetName(h))
             mem = pynvml.nvmlDeviceGetMemoryInfo(h).total / 1e9
             cid, note = None, ""
             try:
@@ -33,6 +36,9 @@ def local_gpus(catalog: Catalog) -> dict[str, Any]:
             except WhichGPUError as e:
                 note = str(e)
             gpus.append({"index": i, "name": name, "memory_gb": mem, "catalog_id": cid, "note": note})
-        return {"gpus": gpus, "reason": "" if gpus else "NVML reports 0 devices"}
+    except Exception as e:  # NVMLError (GPU lost, no permission, ...): report what was read and why it stopped
+        return {"gpus": gpus, "reason": f"NVML failed after {len(gpus)} device(s): {e}"}
     finally:
-        pynvml.nvmlShutdown()
+        with contextlib.suppress(Exception):  # a failed shutdown changes nothing in the answer
+            pynvml.nvmlShutdown()
+    return {"gpus": gpus, "reason": "" if gpus else "NVML reports 0 devices"}

@@ -88,16 +88,18 @@ def load_exclusions(path: Path | None = None) -> dict[str, str]:
     return {str(e["row_id"]): str(e["reason"]) for e in raw.get("exclude", [])}
 
 
-def percentile(v: list[float], q: float) -> float:
+def percentile(v: list[float], q: float) -> float | None:
+    """The `q` quantile of `v` by linear interpolation; None (never NaN) when `v` is empty."""
     if not v:
-        return math.nan
+        return None
     s = sorted(v)
     pos = (len(s) - 1) * q
     lo, hi = math.floor(pos), math.ceil(pos)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def stats(rows: Iterable[RowResult]) -> dict[str, float]:
+def stats(rows: Iterable[RowResult]) -> dict[str, float | None]:
+    """Row count, median and p90 absolute error and median signed error (None without rows)."""
     rs = list(rows)
     ape = [r.error_pct for r in rs if r.error_pct is not None]
     sg = [r.signed_pct for r in rs if r.signed_pct is not None]
@@ -144,6 +146,8 @@ GROUPS: dict[str, Callable[[RowResult], str]] = {
 
 
 def summarize(results: list[RowResult]) -> dict[str, Any]:
+    """The scores of a run. A figure with nothing to score (no bounded rows, no group of one
+    configuration on >= 3 GPUs, no fits rows) is None, never NaN: the summary is strict JSON."""
     scored = [r for r in results if r.status == "ok" and r.error_pct is not None]
     bounded = [r for r in scored if not r.excluded]
     out: dict[str, Any] = {}
@@ -155,7 +159,7 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
                bounded=len(bounded))
     out["all_scored"] = stats(scored)
     out["mean_log_error"] = (sum(abs(math.log((r.predicted or 1) / (r.measured or 1))) for r in bounded)
-                             / len(bounded)) if bounded else math.nan
+                             / len(bounded)) if bounded else None
     for name, key in GROUPS.items():
         g: dict[str, list[RowResult]] = defaultdict(list)
         for r in bounded:
@@ -174,10 +178,10 @@ def summarize(results: list[RowResult]) -> dict[str, Any]:
             meas = [sum(m for _, m in v) / len(v) for v in gpus.values()]
             rhos.append(_spearman(pred, meas))
     out["rank_groups"] = len(rhos)
-    out["rank_correlation"] = sum(rhos) / len(rhos) if rhos else math.nan
+    out["rank_correlation"] = sum(rhos) / len(rhos) if rhos else None  # None: no group, never NaN
     fits = [r for r in results if r.status == "ok" and r.metric == "fits" and r.measured is not None]
     right = sum(1 for r in fits if r.predicted == r.measured)
-    out["fits"] = {"rows": len(fits), "correct": right, "accuracy": right / len(fits) if fits else math.nan}
+    out["fits"] = {"rows": len(fits), "correct": right, "accuracy": right / len(fits) if fits else None}
     out["excluded"] = [{"row_id": r.row_id, "file": r.file, "reason": r.excluded} for r in scored if r.excluded]
     out["unmodelled_reasons"] = dict(sorted(_reasons(results).items(), key=lambda kv: -kv[1]))
     return out
@@ -192,6 +196,8 @@ def _reasons(results: list[RowResult]) -> dict[str, int]:
 
 
 def _errors(pred: float, meas: float, direction: str) -> tuple[float, float]:
+    if not (math.isfinite(pred) and pred > 0):  # a row's reason, not a division by zero or a NaN score
+        raise WhichGPUError(f"the prediction is {pred!r}, not a positive number; the row cannot be scored")
     ape = abs(pred - meas) / meas * 100.0
     signed = (meas / pred - 1.0) * 100.0 if direction == "-" else (pred / meas - 1.0) * 100.0
     return ape, signed

@@ -23,6 +23,7 @@ from whichgpu.memory.search import fewest, line_aim
 from whichgpu.memory.states import parse_optimizer
 from whichgpu.parallel.plan import Plan, Sharding
 from whichgpu.units import GB
+from whichgpu.workload.spec import FixedBatchError
 from whichgpu.workload.trace import Trace
 
 TraceFor = Callable[..., "Trace | None"]
@@ -38,6 +39,8 @@ class BatchSearch:
     estimate: MemoryEstimate | None
     tried: tuple[tuple[int, float], ...]  # (batch, total bytes per GPU), in the order evaluated
     capped: bool = False  # the search stopped at MAX_BATCH
+    fixed: bool = False  # the workload builds one batch (a factory without batch_size): not searched
+    note: str = ""  # why the batch was not searched, in words
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class FitReport:
         d["max_batch"] = None if b is None else {
             "batch_size": b.max_batch, "total_bytes": b.estimate.total_bytes if b.estimate else None,
             "headroom_bytes": b.estimate.headroom_bytes if b.estimate else None, "capped": b.capped,
+            "fixed": b.fixed, "note": b.note or None,
             "tried": [{"batch_size": n, "total_bytes": t} for n, t in b.tried]}
         d["suggestions_batch_size"] = self.suggestions_batch or None
         d["suggestions"] = [s.to_dict() for s in self.suggestions]
@@ -318,7 +322,13 @@ def fit(trace: Trace, gpu: GpuSpec, plan: Plan, trace_for: TraceFor, search_batc
     enough for a training step, checkpointing plus full sharding is tried together.
     """
     base = memory_estimate(trace, gpu, plan, system)
-    batch = max_batch(trace_for, gpu, plan, known={trace.batch_size: base}, system=system) if search_batch else None
+    batch = None
+    if search_batch:
+        try:
+            batch = max_batch(trace_for, gpu, plan, known={trace.batch_size: base}, system=system)
+        except FixedBatchError as e:
+            batch = fixed_batch(trace, base, e.batch)
+            base = replace(base, notes=(*base.notes, batch.note))
     want = (not base.fits) if suggest is None else suggest
     if not want:
         return FitReport(base, batch, (), 0, trace.finetune, trace.checkpointing)
@@ -333,6 +343,16 @@ def fit(trace: Trace, gpu: GpuSpec, plan: Plan, trace_for: TraceFor, search_batc
         if c is not None:
             sugg.insert(0, c)
     return FitReport(base, batch, tuple(sugg), t.batch_size, trace.finetune, trace.checkpointing)
+
+
+def fixed_batch(trace: Trace, base: MemoryEstimate, batch: int) -> BatchSearch:
+    """The "search" of a workload that builds one batch (`batch`, the trace's): that batch if it
+    fits, else 0."""
+    note = (f"the batch is fixed at {batch} by the model (a factory without a batch_size parameter), "
+            "so the largest batch that fits was not searched")
+    fits = base.fits
+    return BatchSearch(batch if fits else 0, base if fits else None, ((trace.batch_size, base.total_bytes),),
+                       fixed=True, note=note)
 
 
 def _rebatch(trace_for: TraceFor, batch: int) -> TraceFor:

@@ -11,9 +11,11 @@ read them).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
+from whichgpu import limits
 from whichgpu.errors import InputError, NotModelledError, UnknownNameError
 
 Sharding = Literal["ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid", "fsdp-grad-op"]
@@ -150,10 +152,11 @@ class Plan:
         """One-line errors in the plan's own terms (the CLI maps field names to its flags)."""
         for name in ("dp", "tp", "pp", "vp", "cp", "ep", "grad_accum"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            hi = int((limits.GRAD_ACCUM if name == "grad_accum" else limits.GPUS).hi)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
                 what = {"vp": "virtual pipeline stages", "grad_accum": "gradient accumulation steps"}.get(
                     name, f"{DEGREES.get(name, name)}-parallel degree")
-                raise InputError(f"{what} must be a whole number >= 1, got {v!r}", field=name)
+                raise InputError(f"{what} must be a whole number >= 1 and <= {hi}, got {v!r}", field=name)
         if self.micro_batch is not None and (isinstance(self.micro_batch, bool) or self.micro_batch < 1):
             raise InputError(f"micro_batch must be >= 1, got {self.micro_batch!r}", field="micro_batch")
         for name, valid in (("sharding", SHARDINGS), ("schedule", SCHEDULES), ("offload", OFFLOADS)):
@@ -163,10 +166,11 @@ class Plan:
             raise UnknownNameError("recompute", str(self.recompute), RECOMPUTES, field="recompute")
         if self.overlap not in get_args(Overlap):
             raise InputError(f"overlap must be 'max' or 'sum', got {self.overlap!r}", field="overlap")
-        if self.bucket_mb <= 0:
+        if not (self.bucket_mb > 0 and math.isfinite(self.bucket_mb)):
             raise InputError(f"bucket_mb must be > 0, got {self.bucket_mb}", field="bucket_mb")
-        if self.power_limit_w is not None and self.power_limit_w <= 0:
-            raise InputError(f"power_limit_w must be > 0, got {self.power_limit_w}", field="power_limit_w")
+        if self.power_limit_w is not None and not limits.POWER_W.ok(self.power_limit_w):
+            raise InputError(f"power_limit_w must be {limits.POWER_W.describe()} W, got {self.power_limit_w}",
+                             field="power_limit_w")
         if self.optimizer_state_bits not in (None, 8, 16, 32):
             raise InputError(f"optimizer_state_bits must be 8, 16 or 32, got {self.optimizer_state_bits}",
                              field="optimizer_state_bits")

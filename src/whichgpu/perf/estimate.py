@@ -80,7 +80,7 @@ class StepEstimate:
     mfu_peak_dtype: str
     model_tflops_per_gpu: float
     hardware_tflops_per_gpu: float
-    bound: str
+    bound: str  # step_bound(): "host" | "compute" | "memory" | "overhead" | "communication"
     by_category: dict[str, dict[str, float]]
     top_ops: list[OpEstimate]
     assumptions: dict[str, Any]
@@ -334,6 +334,15 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine, system: Syst
                    costs, collective_s)
 
 
+def step_bound(split: dict[str, float], cpu_s: float, gpu_s: float) -> str:
+    """What limits a step, one definition for every report: "host" when the CPU's dispatch takes
+    longer than the GPU's work and communication (the GPU waits; a faster card cannot help), else
+    the largest share of the step: compute, memory, overhead or communication."""
+    if cpu_s > gpu_s:
+        return "host"
+    return max(split, key=lambda k: split[k])
+
+
 def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: PerfParams | None = None,
              top: int = 10, engine: Engine | None = None, system: System | None = None) -> StepEstimate:
     """Predict one step of `trace` on `spec` under `plan`, in `system` (default: the GPU's usual
@@ -393,7 +402,7 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         overhead += wait
 
     split = {"compute": compute_s, "memory": memory_s, "overhead": overhead, "communication": comm_exposed}
-    bound = max(split, key=lambda k: split[k])
+    bound = step_bound(split, cpu_s, gpu_total)
     samples = trace.samples * plan.dp / step
     tokens = trace.tokens * plan.dp / step if trace.tokens else 0.0
     pol = POLICIES.get(trace.precision)
@@ -404,7 +413,8 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     _, fit_meta = load_params_with_meta()
     assumptions = {
         "precision": trace.precision,
-        "mfu_peak": f"{peak_rate.dtype} dense {peak_rate.flops / 1e12:g} TFLOP/s",
+        "mfu_peak": f"{peak_rate.dtype} dense {peak_rate.flops / 1e12:g} TFLOP/s"
+                    + (f" (estimated: {cav})" if (cav := spec.peak_caveat(peak_rate.dtype)) else ""),
         "mfu": f"model FLOPs: {flops.definition}; HFU: all executed forward and backward FLOPs",
         "system": f"{system.id}: {system.name}",
         "matmul_ceiling": f"{peak_rate.ceiling:.3f} ({peak_rate.ceiling_source})",

@@ -14,6 +14,7 @@ from whichgpu.predict import Prediction, predict
 from whichgpu.recommend.request import Request, Workload
 from whichgpu.recommend.search import Layout, Tracer, fit_layout, layout_plan, traces_for
 from whichgpu.units import GB
+from whichgpu.workload.spec import FixedBatchError
 
 MAX_SUGGESTED_GPUS = 64
 TRANSFORMER_FAMILIES = ("decoder", "encoder", "seq2seq", "vit")
@@ -202,8 +203,12 @@ def _hopeless(tracer: Tracer, w: Workload, gpu: GpuSpec, prec: str, touches: tup
     can (`touches`: fractions of memory lines)."""
     batch = w.spec.batch_size or 1
     plan = layout_plan(w, 1, "ddp", 1, batch if w.spec.task == "train" else 1)
+    try:
+        traces = traces_for(tracer, w, prec, 1)
+    except FixedBatchError:  # a factory that builds one batch only: its floor is at that batch
+        plan, traces = layout_plan(w, 1, "ddp", batch, 1), traces_for(tracer, w, prec, batch)
     frac = dict(touches)
-    for e in (tracer.memory(t, gpu, plan) for t in traces_for(tracer, w, prec, 1)):
+    for e in (tracer.memory(t, gpu, plan) for t in traces):
         floor = e.total_bytes - sum(v.bytes * frac.get(k, 0.0) for k, v in e.lines())
         if floor <= e.capacity_bytes:
             return False

@@ -26,6 +26,7 @@ from __future__ import annotations
 import calendar
 import csv
 import datetime as dt
+import math
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -42,6 +43,10 @@ from whichgpu.hardware.catalog import Catalog
 from whichgpu.hardware.spec import GpuSpec
 
 STALE_DAYS = 365
+# Plausible prices (as the catalog's [price] fields): a larger one is a typo or an overflow
+# (1e308 would make every cost infinite).
+MAX_BUY_USD = 10_000_000.0
+MAX_RENT_USD_PER_HOUR = 10_000.0
 FILE_FIELDS = ("gpu", "buy_usd", "rent_usd_per_hour", "date", "source")
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
 _PRICE_ARG = re.compile(r"^(?P<name>.+?)=\s*\$?(?P<usd>[0-9][0-9_,]*(?:\.[0-9]*)?)\s*(?P<hourly>/\s*h(?:ou)?r?)?\s*$")
@@ -146,17 +151,25 @@ def resolve_prices(gpu: GpuSpec, user: dict[str, UserPrice], today: dt.date) -> 
 
 # ---- user input -----------------------------------------------------------------------------
 
-def _number(where: str, field: str, value: Any) -> float | None:
+def _number(where: str, field: str, value: Any, hourly: bool = False) -> float | None:
+    """A price in USD (per GPU-hour when `hourly`), None when not given; > 0 and plausible."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
+        raise PricesError(f"{where}: {field} must be a number of US dollars, got {value!r}")
+    if not isinstance(value, (str, int, float)):
         raise PricesError(f"{where}: {field} must be a number of US dollars, got {value!r}")
     try:
         x = float(str(value).replace(",", "").replace("_", "").lstrip("$")) if isinstance(value, str) else float(value)
     except ValueError:
         raise PricesError(f"{where}: {field} must be a number of US dollars, got {value!r}") from None
-    if not x > 0 or x != x or x == float("inf"):
-        raise PricesError(f"{where}: {field} must be > 0, got {value!r}")
+    except OverflowError:  # an integer past the largest float
+        x = math.inf
+    hi = MAX_RENT_USD_PER_HOUR if hourly else MAX_BUY_USD
+    if not 0 < x <= hi:  # NaN fails too
+        shown = f"{x:g}" if isinstance(value, int) and abs(value) >= 10**18 else repr(value)
+        raise PricesError(f"{where}: {field} must be > 0 and at most {hi:,.0f} USD{' per GPU-hour' if hourly else ''}"
+                          f", got {shown}")
     return x
 
 
@@ -169,7 +182,7 @@ def _entry(where: str, catalog: Catalog, name: str, row: dict[str, Any]) -> tupl
     except WhichGPUError as e:
         raise PricesError(f"{where}: {e}") from None
     buy = _number(where, "buy_usd", row.get("buy_usd"))
-    rent = _number(where, "rent_usd_per_hour", row.get("rent_usd_per_hour"))
+    rent = _number(where, "rent_usd_per_hour", row.get("rent_usd_per_hour"), hourly=True)
     if buy is None and rent is None:
         raise PricesError(f"{where}: give buy_usd (USD per card) and/or rent_usd_per_hour (USD per GPU-hour)")
     date = str(row.get("date") or "").strip()
@@ -186,13 +199,16 @@ def load_prices_file(path: str, catalog: Catalog) -> dict[str, UserPrice]:
         raise PricesError(f"{path}: a prices file must be .toml or .csv (see docs/presets.md, 'Prices')")
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise PricesError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                          "a prices file must be UTF-8: save it as UTF-8") from None
     except OSError as e:
         raise PricesError(f"{path}: cannot read ({e.strerror})") from None
     out: dict[str, UserPrice] = {}
     if suffix == ".toml":
         try:
             raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
+        except ValueError as e:  # TOMLDecodeError, or an integer of more than 4300 digits
             raise PricesError(f"{path}: not valid TOML ({e})") from None
         for name, row in raw.items():
             if not isinstance(row, dict):
@@ -203,8 +219,11 @@ def load_prices_file(path: str, catalog: Catalog) -> dict[str, UserPrice]:
             gid, up = _entry(f"{path}: [{name}]", catalog, name, row)
             out[gid] = up
     else:
-        rows = list(csv.DictReader(text.splitlines()))
-        header = next(csv.reader(text.splitlines()), [])
+        try:
+            rows = list(csv.DictReader(text.splitlines()))
+            header = next(csv.reader(text.splitlines()), [])
+        except csv.Error as e:
+            raise PricesError(f"{path}: malformed CSV ({e})") from None
         if not header or "gpu" not in [h.strip() for h in header]:
             raise PricesError(f"{path}: the first row must be a header with a 'gpu' column; valid columns: "
                               + ", ".join(FILE_FIELDS))
@@ -230,7 +249,7 @@ def parse_price_args(args: list[str], catalog: Catalog) -> dict[str, UserPrice]:
         if not m:
             raise PricesError(f"--price {a!r}: expected NAME=USD (per card) or NAME=USD/h (per GPU-hour), "
                               "e.g. --price 'RTX 4090=1650' or --price h100=2.49/h")
-        usd = _number(f"--price {a!r}", "the price", m.group("usd"))
+        usd = _number(f"--price {a!r}", "the price", m.group("usd"), hourly=bool(m.group("hourly")))
         try:
             gid = catalog.get(m.group("name").strip()).id
         except WhichGPUError as e:

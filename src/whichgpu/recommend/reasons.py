@@ -22,7 +22,7 @@ def bound_text(run: Run, gpu: GpuSpec) -> str:
     """The regime of the step (compute, memory, overhead, communication) and its number."""
     e: StepEstimate = run.pred.est
     step = e.step_s
-    if e.cpu_s > e.gpu_busy_s + e.comm_s:
+    if e.bound == "host":
         return (f"host-bound: PyTorch's eager dispatch ({e.cpu_s * 1e3:.0f} ms a step) is slower than the GPU's "
                 f"work ({e.gpu_busy_s * 1e3:.0f} ms); a faster card cannot help, --compile (CUDA graphs) can")
     bw = f"{gpu.memory_bandwidth_gbps / 1000:.1f} TB/s" if gpu.memory_bandwidth_gbps >= 1000 \
@@ -66,7 +66,14 @@ def layout_text(run: Run, min_count: int) -> str:
 
 
 def precision_text(run: Run) -> str:
-    """Only when the card does something other than the BF16 path of modern cards."""
+    """Only when the card does something other than the BF16 path of modern cards, or when the
+    peak of the path it takes is an estimate (no source gives it: hardware/spec.py)."""
+    from whichgpu.workload.precision import POLICIES
+
+    pol = POLICIES.get(run.pred.precision)
+    caveat = run.pred.gpu.peak_caveat(pol.matmul_dtype if pol else "fp32")
+    if caveat:
+        return caveat
     if run.pred.precision_reason == "as requested" or run.pred.precision.endswith("bf16"):
         return ""
     return f"{run.pred.precision.upper().replace('AMP-', 'AMP ')}: {run.pred.precision_reason}"

@@ -30,7 +30,7 @@ from whichgpu.memory.search import line_aim
 from whichgpu.parallel.plan import Plan
 from whichgpu.predict import traces_of
 from whichgpu.recommend.request import Workload
-from whichgpu.workload.spec import WorkloadSpec
+from whichgpu.workload.spec import FixedBatchError, WorkloadSpec
 from whichgpu.workload.trace import Trace
 
 TraceFor = Callable[[WorkloadSpec], Trace]
@@ -153,7 +153,10 @@ def fit_layout(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: 
     smaller = _divisors_below(batch)
     if not smaller:
         return None, best
-    ones = _try(tracer, w, gpu, precision, gpus, 1, shardings, changes)
+    try:
+        ones = _try(tracer, w, gpu, precision, gpus, 1, shardings, changes)
+    except FixedBatchError:  # a factory that builds one batch only: no smaller micro-batch to try
+        return None, best
     one = min(ones, key=lambda x: x.need_bytes)
     best = min(best, one, key=lambda x: x.need_bytes)
     if not ones[-1].fits:
@@ -166,7 +169,7 @@ def fit_layout(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: 
     for mb in [d for d in smaller if d <= aim] + [1]:
         if mb == 1:
             return ones[-1], best
-        got = _try(tracer, w, gpu, precision, gpus, mb, shardings, changes)
+        got = _try(tracer, w, gpu, precision, gpus, mb, shardings, changes)  # (the batch varies: see above)
         if got[-1].fits:
             return got[-1], best
     return ones[-1], best  # pragma: no cover (mb = 1 ends the loop)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-
 from whichgpu.hardware.spec import PEAK_FIELDS, GpuSpec
-from whichgpu.report.console import console
+from whichgpu.report.console import Table, compact_table, console, print_wide, say
 
 
 def _num(x: float | None, fmt: str = "{:g}") -> str:
@@ -21,19 +19,55 @@ def _peak(s: GpuSpec, dt: str) -> str:
     return "-" if dt in s.unsupported else "?"
 
 
-def print_table(specs: list[GpuSpec]) -> None:
-    t = Table(title=f"{len(specs)} accelerators (dense peaks; '-' = no such path, '?' = unknown)")
-    for col in ("id", "name", "arch", "mem GB", "GB/s", "L2 MB", "FP32", "TF32", "FP16*", "BF16", "FP8", "TDP W", "street $", "cloud $/h"):
-        t.add_column(col, justify="left" if col in ("id", "name", "arch") else "right", no_wrap=True)
-    for s in specs:
-        t.add_row(
-            s.id, s.name, s.architecture, _num(s.memory_gb), _num(s.memory_bandwidth_gbps),
-            _num(s.l2_cache_mb), _peak(s, "fp32"), _peak(s, "tf32"), _peak(s, "fp16"),
-            _peak(s, "bf16"), _peak(s, "fp8"), _num(s.tdp_w),
-            _num(s.price.street_usd, "{:,.0f}"), _num(s.price.cloud_usd_per_hour, "{:.2f}"),
-        )
-    console.print(t)
-    console.print("FP16* = FP16 tensor math with FP32 accumulate (what AMP uses); TFLOP/s.")
+WIDE = ("id", "name", "arch", "mem GB", "GB/s", "L2 MB", "FP32", "TF32", "FP16*", "BF16", "FP8", "TDP W", "street $",
+        "cloud $/h")
+COMPACT = ("id", "name", "mem GB", "GB/s", "FP32", "FP16*", "BF16", "FP8", "TDP W", "street $", "cloud $/h")
+DROP_FIRST = ("TDP W", "FP32", "cloud $/h", "street $", "FP8")  # when even COMPACT is too wide for the console
+NAME_MIN = 14
+
+
+def _cells(s: GpuSpec) -> dict[str, str]:
+    return {"id": s.id, "name": s.name, "arch": s.architecture, "mem GB": _num(s.memory_gb),
+            "GB/s": _num(s.memory_bandwidth_gbps), "L2 MB": _num(s.l2_cache_mb), "FP32": _peak(s, "fp32"),
+            "TF32": _peak(s, "tf32"), "FP16*": _peak(s, "fp16"), "BF16": _peak(s, "bf16"), "FP8": _peak(s, "fp8"),
+            "TDP W": _num(s.tdp_w), "street $": _num(s.price.street_usd, "{:,.0f}"),
+            "cloud $/h": _num(s.price.cloud_usd_per_hour, "{:.2f}")}
+
+
+def _fit(rows: list[dict[str, str]], width: int) -> tuple[str, ...]:
+    """COMPACT less the DROP_FIRST columns it takes for every other column to fit `width` whole
+    beside a name column of NAME_MIN (a column takes 3 more: its padding and the rule between)."""
+    cols = list(COMPACT)
+
+    def need(c: str) -> int:
+        return NAME_MIN if c == "name" else max([len(c)] + [len(r[c]) for r in rows])
+
+    for drop in DROP_FIRST:
+        if 1 + sum(need(c) + 3 for c in cols) <= width:
+            break
+        cols.remove(drop)
+    return tuple(cols)
+
+
+def print_table(specs: list[GpuSpec], wide: bool = False) -> None:
+    """One row per card. The default fits the console (120 columns: all but architecture, L2 and
+    TF32; narrower: fewer figures), the name wrapping; `wide` has every column at full width."""
+    title = f"{len(specs)} accelerators (dense peaks; '-' = no such path, '?' = unknown)"
+    rows = [_cells(s) for s in specs]
+    cols = WIDE if wide else _fit(rows, console.width)
+    t = Table(title=title) if wide else compact_table(title)
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("id", "name", "arch") else "right",
+                     no_wrap=col != "name", min_width=NAME_MIN if col == "name" else None)
+    for c in rows:
+        t.add_row(*(c[col] for col in cols))
+    if wide:
+        print_wide(t)
+    else:
+        console.print(t)
+    left_out = [c for c in WIDE if c not in cols]
+    say("FP16* = FP16 tensor math with FP32 accumulate (what AMP uses); TFLOP/s."
+        + (f" More columns ({', '.join(left_out)}): --wide or --json." if left_out else ""))
 
 
 def print_show(s: GpuSpec) -> None:
@@ -73,17 +107,19 @@ def print_show(s: GpuSpec) -> None:
         t.add_row(f"measured {m.dtype} matmul TFLOP/s", f"{m.matmul_tflops:g}" + (f" @ {m.shape}" if m.shape else ""), m.source)
     console.print(t)
     if s.notes:
-        console.print(f"notes: {s.notes}", soft_wrap=True)
-    console.print(f"file: {s.path}" + (f"; overridden by {', '.join(s.overridden_by)}" if s.overridden_by else ""), soft_wrap=True)
+        say(f"notes: {s.notes}")
+    say(f"file: {s.path}" + (f"; overridden by {', '.join(s.overridden_by)}" if s.overridden_by else ""))
 
 
 def print_local(report: dict[str, Any]) -> None:
     if not report["gpus"]:
-        console.print(f"No GPU found on this machine: {report['reason']}", soft_wrap=True)
+        say(f"No GPU found on this machine: {report['reason']}")
         return
     t = Table(title="GPUs on this machine (NVML)")
     for col in ("index", "nvidia-smi name", "memory GB", "catalog entry", "note"):
         t.add_column(col)
     for g in report["gpus"]:
-        t.add_row(str(g["index"]), g["name"], f"{g['memory_gb']:.1f}", g["catalog_id"] or "-", g["note"])
+        t.add_row(str(g["index"]), str(g["name"]), f"{g['memory_gb']:.1f}", g["catalog_id"] or "-", str(g["note"]))
     console.print(t)
+    if report["reason"]:
+        say(f"note: {report['reason']}")

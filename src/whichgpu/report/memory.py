@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
 from whichgpu.memory.fit import FitReport
-from whichgpu.report.console import console
+from whichgpu.report.console import Table, compact_table, console, line, print_wide, say, styled
 from whichgpu.report.flags import flags
 from whichgpu.units import GB
 
@@ -26,11 +25,11 @@ def fit_document(r: FitReport, lora_rank: int | None = None) -> dict[str, Any]:
     return d
 
 
-def _headline(e: MemoryEstimate, r: FitReport) -> str:
+def _headline(e: MemoryEstimate, r: FitReport) -> list[Text]:
     size = f"seq {e.trace.seq_len}" if e.trace.seq_len else (f"image {e.trace.image_size}" if e.trace.image_size else "")
     if e.trace.context:
         size = f"context {e.trace.context}"
-    parts = [f"[bold]{e.trace.model}[/]  {e.trace.task}{'/' + e.trace.phase if e.trace.phase != 'full' else ''}, batch {e.trace.batch_size}"
+    parts = [f"  {e.trace.task}{'/' + e.trace.phase if e.trace.phase != 'full' else ''}, batch {e.trace.batch_size}"
              + (f", {size}" if size else ""), f"precision {e.trace.precision}"]
     if e.trace.task == "train":
         parts.append(f"optimizer {e.trace.optimizer}")
@@ -39,68 +38,100 @@ def _headline(e: MemoryEstimate, r: FitReport) -> str:
         if r.checkpointing != "none":
             parts.append(f"checkpointing {r.checkpointing}")
     p = e.plan
-    where = f"on {e.gpu_name} ({e.capacity_bytes / GB:,.1f} GB usable)"
+    where = f"on {p.gpus} x {e.gpu_name} ({e.capacity_bytes / GB:,.1f} GB usable per GPU)"
     if p.gpus > 1 or p.sharding != "ddp":
         where += f", {p.sharding} over {p.gpus} GPU{'s' if p.gpus > 1 else ''}"
     if p.offload_optimizer:
         where += ", optimizer offloaded to CPU"
-    return ", ".join(parts) + "\n" + where
+    return [line((e.trace.model, "bold"), ", ".join(parts)), Text(where)]
 
 
-def print_fit(r: FitReport) -> None:
-    e = r.estimate
-    console.print(_headline(e, r), soft_wrap=True)
-    t = Table(title="memory per GPU at the peak")
+def _breakdown(e: MemoryEstimate, wide: bool) -> Table:
+    t = Table(title="memory per GPU at the peak") if wide else compact_table("memory per GPU at the peak")
     t.add_column("")
-    t.add_column("GB", justify="right")
-    t.add_column("how", overflow="fold")
+    t.add_column("GB", justify="right", no_wrap=True)
+    t.add_column("how", min_width=20, max_width=100 if wide else None)
     always = ("weights", "gradients", "optimizer_states", "activations") if e.trace.task == "train" else ("weights", "activations")
-    for key, line in e.lines():
-        if line.bytes == 0 and line.host_bytes == 0 and key not in always:
+    for key, ln in e.lines():
+        if ln.bytes == 0 and ln.host_bytes == 0 and key not in always:
             continue
-        gb = _gb(line.bytes) + (f" (+{_gb(line.host_bytes)} CPU)" if line.host_bytes else "")
-        t.add_row(LINE_TITLES[key], gb, line.assumption)
-    t.add_row("[bold]total[/]", f"[bold]{_gb(e.total_bytes)}[/]", f"peak in {e.peak_phase}"
+        gb = _gb(ln.bytes) + (f" (+{_gb(ln.host_bytes)} CPU)" if ln.host_bytes else "")
+        t.add_row(LINE_TITLES[key], gb, ln.assumption)
+    t.add_row(styled("total", "bold"), styled(_gb(e.total_bytes), "bold"), f"peak in {e.peak_phase}"
               + (f" at {e.peak_module}" if e.peak_module else ""))
-    console.print(t)
-    if e.fits:
-        console.print(f"[green]fits[/]: {_gb(e.total_bytes)} of {_gb(e.capacity_bytes)} GB, "
-                      f"headroom {_gb(e.headroom_bytes)} GB", soft_wrap=True)
+    return t
+
+
+def _suggestions(r: FitReport, title: str, wide: bool) -> Table:
+    """Each change alone. Compact: fits, GB per GPU, saves, then the change with its flags and
+    note under it (the flags whole, on a line of their own); wide: one column each."""
+    if wide:
+        s = Table(title=title)
+        for c in ("change", "flags", "GB per GPU", "saves GB", "fits", "note"):
+            s.add_column(c, justify="right" if c in ("GB per GPU", "saves GB") else "left", no_wrap=c != "note",
+                         max_width=60 if c == "note" else None)
+        for x in r.suggestions:
+            s.add_row(x.change, flags(x.changes), _gb(x.total_bytes), _gb(x.saves_bytes),
+                      styled("yes", "green") if x.fits else "no", x.note)
+        return s
+    s = compact_table(title, leading=1)
+    s.add_column("fits", no_wrap=True)
+    s.add_column("GB per GPU", justify="right", no_wrap=True)
+    s.add_column("saves GB", justify="right", no_wrap=True)
+    s.add_column("change: flags, note", min_width=24)
+    for x in r.suggestions:
+        cell = Text.assemble((x.change, "bold"), "\n", (flags(x.changes), "cyan"), *(("\n", x.note) if x.note else ()))
+        s.add_row(styled("yes", "green") if x.fits else "no", _gb(x.total_bytes), _gb(x.saves_bytes), cell)
+    return s
+
+
+def print_fit(r: FitReport, wide: bool = False) -> None:
+    """The memory breakdown, fits or not, the largest batch, what would make it fit. Laid out for
+    80-120 columns; `wide` gives the suggestions one column each, at full width."""
+    e = r.estimate
+    for ln in _headline(e, r):
+        say(ln)
+    if wide:
+        print_wide(_breakdown(e, wide))
     else:
-        console.print(f"[red]does not fit[/]: {_gb(e.total_bytes)} of {_gb(e.capacity_bytes)} GB, "
-                      f"{_gb(-e.headroom_bytes)} GB over", soft_wrap=True)
+        console.print(_breakdown(e, wide))
+    if e.fits:
+        say(("fits", "green"), f": {_gb(e.total_bytes)} of {_gb(e.capacity_bytes)} GB, "
+            f"headroom {_gb(e.headroom_bytes)} GB")
+    else:
+        say(("does not fit", "red"), f": {_gb(e.total_bytes)} of {_gb(e.capacity_bytes)} GB, "
+            f"{_gb(-e.headroom_bytes)} GB over")
     b = r.batch
     if b is not None:
-        if b.max_batch and b.estimate is not None:
-            console.print(f"largest batch that fits: [bold]{b.max_batch}[/]{'+' if b.capped else ''} per GPU "
-                          f"({_gb(b.estimate.total_bytes)} GB, headroom {_gb(b.estimate.headroom_bytes)} GB; "
-                          f"{len(b.tried)} batch sizes evaluated)", soft_wrap=True)
+        if b.fixed:  # a factory that builds one batch: nothing to search (its note says so below)
+            say(f"batch fixed at {e.trace.batch_size} by the model: not searched")
+        elif b.max_batch and b.estimate is not None:
+            say("largest batch that fits: ", (f"{b.max_batch}", "bold"), f"{'+' if b.capped else ''} per GPU "
+                f"({_gb(b.estimate.total_bytes)} GB, headroom {_gb(b.estimate.headroom_bytes)} GB; "
+                f"{len(b.tried)} batch sizes evaluated)")
         else:
-            console.print("[red]not even batch 1 fits[/] as configured", soft_wrap=True)
+            say(("not even batch 1 fits", "red"), " as configured")
     if r.suggestions:
         title = "what would make it fit" + (f" (at batch {r.suggestions_batch})"
                                               if r.suggestions_batch and r.suggestions_batch != e.trace.batch_size else "")
-        s = Table(title=title + ": each change alone")
-        for c in ("change", "flags", "GB per GPU", "saves GB", "fits", "note"):
-            s.add_column(c, justify="right" if c in ("GB per GPU", "saves GB") else "left", overflow="fold")
-        for x in r.suggestions:
-            s.add_row(x.change, flags(x.changes), _gb(x.total_bytes), _gb(x.saves_bytes),
-                      "[green]yes[/]" if x.fits else "no", x.note)
-        console.print(s)
-    console.print(f"as tools report it: torch.cuda.max_memory_allocated ~{_gb(e.allocated_peak_bytes)} GB, "
-                  f"max_memory_reserved ~{_gb(e.reserved_bytes)} GB, nvidia-smi ~{_gb(e.nvidia_smi_bytes)} GB "
-                  "(reserved + CUDA context)", soft_wrap=True, highlight=False)
+        table = _suggestions(r, title + ": each change alone", wide)
+        if wide:
+            print_wide(table)
+        else:
+            console.print(table)
+    say(f"as tools report it: torch.cuda.max_memory_allocated ~{_gb(e.allocated_peak_bytes)} GB, "
+        f"max_memory_reserved ~{_gb(e.reserved_bytes)} GB, nvidia-smi ~{_gb(e.nvidia_smi_bytes)} GB "
+        "(reserved + CUDA context)")
     rng = e.likely_bytes()
     if rng is not None and e.band is not None:
-        console.print(f"likely {_gb(rng[0])}-{_gb(rng[1])} GB as nvidia-smi shows it ({escape(e.band.describe())})",
-                      soft_wrap=True, highlight=False)
+        say(f"likely {_gb(rng[0])}-{_gb(rng[1])} GB as nvidia-smi shows it ({e.band.describe()})")
     if e.outside:
-        console.print("[yellow]outside the validated ground[/]: " + escape("; ".join(e.outside))
-                      + " (the band comes from other classes of workload)", soft_wrap=True)
+        say(("outside the validated ground", "yellow"), ": " + "; ".join(e.outside)
+            + " (the band comes from other classes of workload)")
     for k, v in e.assumptions.items():
-        console.print(f"assumption {k}: {v}", soft_wrap=True, highlight=False)
+        say(f"assumption {k}: {v}")
     for n in e.notes:
-        console.print(f"note: {n}", soft_wrap=True)
+        say(f"note: {n}")
 
 
 def never_fits_message(r: FitReport) -> str:
@@ -108,5 +139,8 @@ def never_fits_message(r: FitReport) -> str:
     fixes = [s.change for s in r.suggestions if s.fits][:3]
     at = f"at batch {r.suggestions_batch}" if r.suggestions_batch else ""
     tail = (f"; it would fit {at} with: " + "; ".join(fixes)) if fixes else "; no single change found makes it fit"
+    if r.batch is not None and r.batch.fixed:
+        return (f"{e.trace.model} does not fit on {e.gpu_name} at its fixed batch {e.trace.batch_size} "
+                f"({_gb(e.total_bytes)} GB needed, {_gb(e.capacity_bytes)} GB usable){tail}")
     return (f"{e.trace.model} does not fit on {e.gpu_name} even at batch 1 "
             f"({_gb(e.total_bytes)} GB needed at batch {e.trace.batch_size}, {_gb(e.capacity_bytes)} GB usable){tail}")

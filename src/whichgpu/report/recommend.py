@@ -3,19 +3,27 @@ the assumptions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from whichgpu.recommend.rank import Config
 from whichgpu.recommend.result import Recommendation
-from whichgpu.report.console import console
+from whichgpu.report.console import Table, compact_table, console, print_wide, say
+from whichgpu.report.estimate import no_tokens
 from whichgpu.units import GB, fmt_si, fmt_time, fmt_usd
 
 
 def recommend_document(rec: Recommendation) -> dict[str, Any]:
-    return rec.to_dict()
+    """rec.to_dict(), with null tokens/s for the runs of workloads without tokens."""
+    d = rec.to_dict()
+    for key, configs in (("rows", rec.rows), ("configurations", rec.configs)):
+        for cd, c in zip(d[key], configs, strict=True):
+            for rd, run in zip(cd["runs"], c.runs, strict=True):
+                if not run.pred.trace.tokens:
+                    no_tokens(rd)
+    return d
 
 
 def _price(c: Config, mode: str) -> str:
@@ -45,20 +53,60 @@ def _speed_unit(rec: Recommendation) -> str:
     return rec.unit if rec.unit != "x best" else "speed (x best)"
 
 
-def print_recommendation(rec: Recommendation, top: int) -> None:
+def _key_figure(rec: Recommendation) -> tuple[str, Callable[[Config], str]]:
+    """The column the ranking is decided by: its header and its cell."""
+    obj = rec.request.objective
+    unit = rec.unit.split("/")[0] if rec.unit != "x best" else "work"
+    if obj == "value":
+        return f"{unit}/$", lambda c: fmt_si(c.value) if c.value is not None else "no price"
+    if obj == "energy":
+        return f"{unit}/kWh", lambda c: fmt_si(c.per_kwh) if c.per_kwh is not None else "no TDP"
+    if obj == "cost-per-job":
+        return "job $", lambda c: fmt_usd(c.job_usd) if c.job_usd is not None else "no price"
+    return _speed_unit(rec), lambda c: fmt_si(c.speed)
+
+
+def _gpu_cell(c: Config) -> Text:
+    cell = Text(c.gpu.name)
+    if c.outside:
+        cell.append(" *", style="yellow")
+    return cell
+
+
+def _title(rec: Recommendation, top: int) -> str:
+    return (f"ranked by {rec.request.objective}: each GPU's best configuration ({len(rec.rows)} GPUs run it; "
+            f"showing {min(top, len(rec.rows))})")
+
+
+def _compact_table(rec: Recommendation, top: int) -> Table:
+    """Rank, GPU count, the objective's figure, then the GPU with why under it: laid out for
+    80-120 columns (the reasons get the width of the line, not a narrow last column)."""
+    head, figure = _key_figure(rec)
+    job = rec.request.objective == "cost-per-job"
+    t = compact_table(_title(rec, top), leading=1)
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("GPUs", justify="right", no_wrap=True)
+    t.add_column(head, justify="right", no_wrap=True)
+    if job:
+        t.add_column("job time", justify="right", no_wrap=True)
+    t.add_column("GPU: why", min_width=24)
+    for i, c in enumerate(rec.rows[:top], start=1):
+        row: list[str | Text] = [str(i), str(c.gpus), figure(c)]
+        if job:
+            row.append(fmt_time(c.job_h * 3600) if c.job_h is not None else "-")
+        gpu = _gpu_cell(c)
+        gpu.stylize("bold", 0, len(c.gpu.name))
+        row.append(Text.assemble(gpu, "\n", "; ".join(c.reasons)))
+        t.add_row(*row, style="dim" if c.within_budget is False else None)
+    return t
+
+
+def _wide_table(rec: Recommendation, top: int) -> Table:
+    """Every column: precision, speed, likely range, prices, job, energy, break-even, memory."""
     req = rec.request
-    what = " + ".join(w.label for w in req.workloads)
-    head = f"[bold]Which GPU for[/]: {what}"
-    if req.preset:
-        head += f"  [dim](use case {req.preset})[/]"
-    console.print(head, soft_wrap=True)
-    console.print(f"{req.cost.describe()}; objective: [bold]{req.objective}[/]"
-                  + (f"; budget {fmt_usd(req.budget_usd)}" if req.budget_usd is not None else "")
-                  + (f"; job: {req.job.describe()}" if req.job.given else ""), soft_wrap=True)
     mode = req.cost.mode
     unit = rec.unit.split("/")[0] if rec.unit != "x best" else "work"
-    t = Table(title=f"ranked by {req.objective}: each GPU's best configuration ({len(rec.rows)} GPUs run it; "
-              f"showing {min(top, len(rec.rows))})")
+    t = Table(title=_title(rec, top))
     cols = ["#", "GPU", "n", "precision", _speed_unit(rec), "likely", "$/hour" + (" (rent)" if mode == "rent" else ""),
             f"{unit}/$", "price" + (" per GPU-hour" if mode == "rent" else " per card")]
     if req.job.given:
@@ -68,41 +116,57 @@ def print_recommendation(rec: Recommendation, top: int) -> None:
     cols += ["buy vs rent break-even", "GB used/usable", "why"]
     for col in cols:
         t.add_column(col, justify="left" if col in ("GPU", "precision", "why", "#") else "right",
-                     overflow="fold" if col == "why" else "ellipsis", no_wrap=col != "why",
-                     max_width=70 if col == "why" else None)
+                     no_wrap=col != "why", max_width=80 if col == "why" else None)
     for i, c in enumerate(rec.rows[:top], start=1):
         rng = c.likely_speed()
-        row = [str(i), escape(c.gpu.name) + ("" if not c.outside else " [yellow]*[/]"), str(c.gpus),
-               "/".join(sorted({r.pred.precision for r in c.runs})), fmt_si(c.speed),
-               f"{fmt_si(rng[0])}-{fmt_si(rng[1])}" if rng else "-",
-               fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
-               fmt_si(c.value) if c.value is not None else "no price", _price(c, mode)]
+        row: list[str | Text] = [
+            str(i), _gpu_cell(c), str(c.gpus), "/".join(sorted({r.pred.precision for r in c.runs})), fmt_si(c.speed),
+            f"{fmt_si(rng[0])}-{fmt_si(rng[1])}" if rng else "-",
+            fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
+            fmt_si(c.value) if c.value is not None else "no price", _price(c, mode)]
         if req.job.given:
             row += [fmt_time(c.job_h * 3600) if c.job_h is not None else "-",
                     fmt_usd(c.job_usd) if c.job_usd is not None else "-"]
         if req.objective == "energy":
             row.append(fmt_si(c.per_kwh) if c.per_kwh is not None else "no TDP")
         row += [_break_even(c, req.cost.hours_per_month), _memory(c), "; ".join(c.reasons)]
-        style = "dim" if c.within_budget is False else None
-        t.add_row(*row, style=style)
-    console.print(t)
-    console.print("likely: p10-p90 of the scored errors of the workload's class on each GPU's architecture "
-                  "(whichgpu validate)", soft_wrap=True)
+        t.add_row(*row, style="dim" if c.within_budget is False else None)
+    return t
+
+
+def print_recommendation(rec: Recommendation, top: int, wide: bool = False) -> None:
+    """The ranking. The default table fits 80-120 columns (rank, GPU, count, the objective's
+    figure, why); `wide` adds precision, speed, likely range, prices, break-even and memory at
+    full width."""
+    req = rec.request
+    what = " + ".join(w.label for w in req.workloads)
+    say(("Which GPU for", "bold"), f": {what}", (f"  (use case {req.preset})" if req.preset else "", "dim"))
+    say(f"{req.cost.describe()}; objective: ", (req.objective, "bold"),
+        (f"; budget {fmt_usd(req.budget_usd)}" if req.budget_usd is not None else "")
+        + (f"; job: {req.job.describe()}" if req.job.given else ""))
+    if wide:
+        print_wide(_wide_table(rec, top))
+    else:
+        console.print(_compact_table(rec, top))
+        say(("more columns (precision, speed, likely range, $/hour, price, break-even, GB used): --wide; "
+             "every figure: --json", "dim"))
+    say("likely: p10-p90 of the scored errors of the workload's class on each GPU's architecture "
+        "(whichgpu validate)")
     flagged = sorted({f"{c.gpu.name}: {'; '.join(c.outside)}" for c in rec.rows[:top] if c.outside})
     if flagged:
-        console.print("[yellow]*[/] outside the validated ground (no validation rows for it; the band is borrowed "
-                      "from other classes): " + escape(" | ".join(flagged[:6])) + (" ..." if len(flagged) > 6 else ""),
-                      soft_wrap=True)
+        say(("*", "yellow"), " outside the validated ground (no validation rows for it; the band is borrowed "
+            "from other classes): " + " | ".join(flagged[:6]) + (" ..." if len(flagged) > 6 else ""))
     for p in rec.picks:
-        console.print(f"[bold]{p.title}[/]: {p.text}", soft_wrap=True)
+        say((p.title, "bold"), f": {p.text}")
     if rec.rejected:
-        rt = Table(title=f"cannot run this job or left out ({len(rec.rejected)})")
-        for col in ("GPU", "GB", "why"):
-            rt.add_column(col, justify="right" if col == "GB" else "left", overflow="fold")
+        rt = compact_table(f"cannot run this job or left out ({len(rec.rejected)})")
+        rt.add_column("GPU", min_width=12)
+        rt.add_column("GB", justify="right", no_wrap=True)
+        rt.add_column("why", min_width=20)
         for r in rec.rejected:
             rt.add_row(r.result.gpu.name, f"{r.result.gpu.memory_gb:g}", r.blocker.text)
         console.print(rt)
     for n in rec.notes:
-        console.print(f"note: {n}", soft_wrap=True)
+        say(f"note: {n}")
     for k, v in rec.assumptions.items():
-        console.print(f"[dim]assumption {k}: {v}[/]", soft_wrap=True)
+        say((f"assumption {k}: {v}", "dim"))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-
-from whichgpu.report.console import console
+from whichgpu.report.console import Table, console, say
 from whichgpu.units import fmt_bytes, fmt_count, fmt_flops
 from whichgpu.workload.trace import Trace, summarize
 
@@ -48,16 +46,16 @@ def print_trace(t: Trace, by: str, top: int) -> None:
     size = f"seq {t.seq_len}" if t.seq_len else (f"image {t.image_size}" if t.image_size else "")
     if t.context:
         size = f"context {t.context}"
-    console.print(f"[bold]{t.model}[/]  {t.task}{'/' + t.phase if t.phase != 'full' else ''}, batch {t.batch_size}"
-                  f"{', ' + size if size else ''}, precision {t.precision}"
-                  f"{', optimizer ' + t.optimizer if t.task == 'train' else ''}"
-                  f"{', 2:4 sparse' if t.sparsity != 'none' else ''}")
-    console.print(f"parameters {fmt_count(t.params)} ({t.params:,}; {fmt_bytes(t.param_bytes)} as stored), "
-                  f"trainable {fmt_count(t.trainable_params)}")
+    say((t.model, "bold"), f"  {t.task}{'/' + t.phase if t.phase != 'full' else ''}, batch {t.batch_size}"
+        f"{', ' + size if size else ''}, precision {t.precision}"
+        f"{', optimizer ' + t.optimizer if t.task == 'train' else ''}"
+        f"{', 2:4 sparse' if t.sparsity != 'none' else ''}", wrap=True)
+    say(f"parameters {fmt_count(t.params)} ({t.params:,}; {fmt_bytes(t.param_bytes)} as stored), "
+        f"trainable {fmt_count(t.trainable_params)}", wrap=True)
     tf, tb = t.total_flops(), t.total_bytes()
-    console.print(f"per step: {fmt_flops(tf)}, {fmt_bytes(tb)} moved, {t.kernel_count():,.0f} kernels, "
-                  f"intensity {tf / max(tb, 1):.1f} FLOP/byte; {w['samples_per_step']} samples"
-                  + (f", {w['tokens_per_step']:,} tokens" if w["tokens_per_step"] else ""))
+    say(f"per step: {fmt_flops(tf)}, {fmt_bytes(tb)} moved, {t.kernel_count():,.0f} kernels, "
+        f"intensity {tf / max(tb, 1):.1f} FLOP/byte; {w['samples_per_step']} samples"
+        + (f", {w['tokens_per_step']:,} tokens" if w["tokens_per_step"] else ""), wrap=True)
     ph = Table(title="by phase")
     for c in ("phase", "FLOPs", "bytes", "FLOP/byte"):
         ph.add_column(c, justify="right" if c != "phase" else "left")
@@ -74,15 +72,15 @@ def print_trace(t: Trace, by: str, top: int) -> None:
     for c in (by, "FLOPs", "% FLOPs", "bytes", "% bytes", "FLOP/byte", "kernels"):
         g.add_column(c, justify="left" if c == by else "right", overflow="fold")
     for k, v in rows:
-        g.add_row(k, fmt_flops(v["flops"]), f"{100 * v['flops'] / max(tf, 1):.1f}", fmt_bytes(v["bytes"]),
+        g.add_row(str(k), fmt_flops(v["flops"]), f"{100 * v['flops'] / max(tf, 1):.1f}", fmt_bytes(v["bytes"]),
                   f"{100 * v['bytes'] / max(tb, 1):.1f}", f"{v['flops'] / v['bytes']:.1f}" if v["bytes"] else "-",
                   f"{v['kernels']:,.0f}")
     console.print(g)
     cov = t.coverage()
     names = list(cov["unmodelled_names"])  # type: ignore[call-overload]
-    console.print(f"coverage: {100 * cov['ops']:.1f}% of ops and {100 * cov['bytes']:.1f}% of bytes have a FLOP formula"
-                  + (f"; unmodelled: {', '.join(names)}" if names else ""))
+    say(f"coverage: {100 * cov['ops']:.1f}% of ops and {100 * cov['bytes']:.1f}% of bytes have a FLOP formula"
+        + (f"; unmodelled: {', '.join(names)}" if names else ""), wrap=True)
     if t.repeats:
-        console.print("repeated blocks traced once: " + ", ".join(f"{k} x{v + 1}" for k, v in t.repeats.items()))
+        say("repeated blocks traced once: " + ", ".join(f"{k} x{v + 1}" for k, v in t.repeats.items()), wrap=True)
     for n in t.notes:
-        console.print(f"note: {n}", soft_wrap=True)
+        say(f"note: {n}")

@@ -5,36 +5,38 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
-
 from whichgpu.measure.validate import Validation
-from whichgpu.report.console import console
+from whichgpu.report.console import Table, console, say
 
 
-def _f(x: float | None, fmt: str = ".1f") -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+def _f(x: float | None, fmt: str = ".1f", none: str = "-") -> str:
+    """`x` formatted; `none` for a figure with nothing behind it (None, NaN, an infinity)."""
+    return none if x is None or not math.isfinite(x) else format(x, fmt)
 
 
 def summary_line(v: Validation) -> str:
     s = v.summary
     fits = s["fits"]
-    line = (f"{s['rows']} rows, {s['modelled']} modelled ({100 * s['modelled_fraction']:.1f}%), {s['scored']} scored"
-            f" ({s['bounded']} in the bounds): median APE {_f(s['median_ape'])}%, p90 APE {_f(s['p90_ape'])}%, "
-            f"signed median {_f(s['signed_median'], '+.1f')}%, "
-            f"GPU rank correlation {_f(s['rank_correlation'], '.3f')} over {s['rank_groups']} groups")
+    rho = s.get("rank_correlation")
+    groups = s.get("rank_groups") or 0
+    rank = (f"GPU rank correlation {_f(rho, '.3f')} over {groups} group{'s' if groups != 1 else ''}"
+            if groups and rho is not None and math.isfinite(rho)
+            else "GPU rank correlation n/a (no configuration measured on 3 or more GPUs)")
+    line = (f"{s['rows']} rows, {s['modelled']} modelled ({_f(100 * (s['modelled_fraction'] or 0.0), '.1f', 'n/a')}%), "
+            f"{s['scored']} scored ({s['bounded']} in the bounds): median APE {_f(s['median_ape'], '.1f', 'n/a')}%, "
+            f"p90 APE {_f(s['p90_ape'], '.1f', 'n/a')}%, signed median {_f(s['signed_median'], '+.1f', 'n/a')}%, {rank}")
     if fits["rows"]:
         line += f"; fits/OOM labels {fits['correct']}/{fits['rows']} right"
     return line
 
 
-def _group_table(title: str, groups: dict[str, dict[str, float]]) -> Table:
+def _group_table(title: str, groups: dict[str, dict[str, Any]]) -> Table:
     t = Table(title=title)
     t.add_column(title.split()[-1])
     for c in ("rows", "median APE %", "p90 APE %", "signed median %"):
-        t.add_column(c, justify="right")
+        t.add_column(c, justify="right", no_wrap=True)
     for k, g in groups.items():
-        t.add_row(escape(k), str(g["rows"]), _f(g["median_ape"]), _f(g["p90_ape"]), _f(g["signed_median"], "+.1f"))
+        t.add_row(str(k), str(g["rows"]), _f(g["median_ape"]), _f(g["p90_ape"]), _f(g["signed_median"], "+.1f"))
     return t
 
 
@@ -45,30 +47,33 @@ def print_validation(v: Validation, worst: int, show_rows: bool, groups: list[st
     scored = [r for r in v.rows if r.status == "ok" and r.error_pct is not None]
     rows = scored if show_rows else sorted(scored, key=lambda r: -(r.error_pct or 0))[:worst]
     if rows:
+        # 80-120 columns: the figures never wrap; the row's description (model, metric, GPU x n,
+        # precision, batch, source) wraps in one column
         t = Table(title="rows" if show_rows else f"{len(rows)} largest errors")
-        for c in ("row", "source", "model", "metric", "GPU", "n", "precision", "batch", "predicted", "measured",
-                  "signed %", "bound"):
-            t.add_column(c, justify="right" if c in ("n", "batch", "predicted", "measured", "signed %") else "left")
+        t.add_column("row", no_wrap=True)
+        t.add_column("what (model, metric, GPU x n, precision, batch; source)", ratio=1)
+        for c in ("predicted", "measured", "signed %", "bound"):
+            t.add_column(c, justify="left" if c == "bound" else "right", no_wrap=True)
         for r in rows:
-            t.add_row(escape(r.row_id), escape(r.source), escape(r.model), r.metric, escape(r.gpu), str(r.gpu_count),
-                      escape(r.precision), escape(r.batch), f"{r.predicted:,.4g}", f"{r.measured:,.4g}",
-                      _f(r.signed_pct, "+.1f") + (" (excluded)" if r.excluded else ""),
+            what = (f"{r.model}, {r.metric}, {r.gpu} x {r.gpu_count}, {r.precision}, batch {r.batch}; {r.source}"
+                    + (" (excluded from the bounds)" if r.excluded else ""))
+            t.add_row(r.row_id, what, _f(r.predicted, ",.4g"), _f(r.measured, ",.4g"), _f(r.signed_pct, "+.1f"),
                       str(r.extra.get("bound", "")))
         console.print(t)
     ex: list[dict[str, Any]] = s["excluded"]
     if ex:
         t = Table(title=f"{len(ex)} rows scored but left out of the bounds")
         t.add_column("row")
-        t.add_column("reason", overflow="fold")
+        t.add_column("reason")
         for e in ex:
-            t.add_row(escape(e["row_id"]), escape(e["reason"]))
+            t.add_row(str(e["row_id"]), str(e["reason"]))
         console.print(t)
     un = [r for r in v.rows if r.status != "ok"]
     if un:
         t = Table(title=f"{len(un)} rows not modelled")
         for c in ("row", "model", "GPU", "reason"):
-            t.add_column(c, overflow="fold")
+            t.add_column(c)
         for r in un:
-            t.add_row(escape(r.row_id), escape(r.model), escape(r.gpu), escape(r.reason))
+            t.add_row(r.row_id, r.model, r.gpu, r.reason)
         console.print(t)
-    console.print(escape(summary_line(v)), soft_wrap=True)
+    say(summary_line(v))

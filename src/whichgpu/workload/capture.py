@@ -127,6 +127,10 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
     else:
         model.eval()
     repeats = dict(built.repeats)
+    if adapted:  # the adapted linears of the whole model: a traced block stands for its repeats too
+        from whichgpu.workload.finetune import LoRALinear
+
+        adapted = sum(_mult(n, repeats) for n, m in model.named_modules() if isinstance(m, LoRALinear))
     quantized = quantized_storages(model, precision) if task == "infer" else set()
     params, trainable, pbytes, bbytes, prow = _count_params(model, repeats, quantized, precision.weight_bits)
     if finetune != "full" and base_params:

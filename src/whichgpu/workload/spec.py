@@ -6,17 +6,37 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from whichgpu import __version__
+from whichgpu import __version__, limits
 from whichgpu.errors import CaptureError, InputError
 from whichgpu.workload.precision import get_precision
 from whichgpu.workload.trace import SCHEMA
 
 TASKS = ("train", "infer")
 PHASES = ("full", "prefill", "decode")
+
+# The sizes' valid ranges (whichgpu/limits.py, shared with the CLI's flags), checked before any
+# capture: past them a meta tensor's element count overflows int64 or the number is a typo.
+SIZE_BOUNDS: tuple[tuple[str, str, limits.Bound], ...] = (
+    ("batch_size", "batch size", limits.BATCH),
+    ("seq_len", "sequence length", limits.SEQ_LEN),
+    ("image_size", "image size", limits.IMAGE_SIZE),
+    ("context", "context", limits.CONTEXT),
+    ("lora_rank", "the LoRA rank", limits.LORA_RANK),
+)
+
+
+class FixedBatchError(InputError):
+    """A batch size the model cannot take: a ``file.py:factory`` without a ``batch_size``
+    parameter builds one batch, the leading dimension of its inputs (``batch``)."""
+
+    def __init__(self, message: str, batch: int) -> None:
+        super().__init__(message, field="batch_size")
+        self.batch = batch
 
 
 @dataclass(frozen=True)
@@ -50,18 +70,17 @@ class WorkloadSpec:
             raise InputError(f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}", field="phase")
         if self.phase != "full" and self.task != "infer":
             raise InputError(f"phase {self.phase} applies to inference of causal LMs", field="phase")
-        for name in ("batch_size", "seq_len", "image_size"):
+        for name, words, bound in SIZE_BOUNDS:
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or v <= 0):
-                raise InputError(f"{name.replace('_', ' ')} must be > 0, got {v}", field=name)
-        if self.context is not None and self.context <= 0:
-            raise InputError(f"context must be > 0, got {self.context}", field="context")
+            if v is None and name != "lora_rank":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not bound.ok(v):
+                valid = bound.describe().replace("a number", "an integer")
+                raise InputError(f"{words} must be {valid}, got {v!r}", field=name)
         if self.finetune not in ("full", "lora", "qlora"):
             raise InputError(f"finetune must be full, lora or qlora; got {self.finetune!r}", field="finetune")
         if self.finetune != "full" and self.task != "train":
             raise InputError(f"finetune {self.finetune} applies to training", field="finetune")
-        if self.lora_rank <= 0:
-            raise InputError(f"LoRA rank must be > 0, got {self.lora_rank}", field="lora_rank")
         if self.checkpointing not in ("none", "selective", "full"):
             raise InputError(f"checkpointing must be none, selective or full; got {self.checkpointing!r}", field="checkpointing")
         if self.checkpointing != "none" and self.task != "train":
@@ -89,23 +108,65 @@ def classify(model: str) -> ModelSource:
     if ".py:" in m:
         path, _, fn = m.rpartition(":")
         p = Path(path)
-        if not p.is_file():
-            raise CaptureError(f"factory file {path!r} does not exist (expected path/to/file.py:function)")
+        if not _is(p.is_file):
+            raise CaptureError(f"factory file {path!r} {_why_not_a_file(p)} (expected path/to/file.py:function)")
         if not fn.isidentifier():
             raise CaptureError(f"factory name {fn!r} is not a Python identifier (expected path/to/file.py:function)")
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
-        return ModelSource("factory", f"{p.resolve()}:{fn}", digest, f"{p.name}:{fn}")
+        return ModelSource("factory", f"{p.resolve()}:{fn}", _digest(p) + _neighbours(p), f"{p.name}:{fn}")
     p = Path(m)
-    if m.endswith(".json") or p.is_dir() or (os.sep in m and p.exists()):
-        cfg = p / "config.json" if p.is_dir() else p
-        if not cfg.is_file():
-            raise CaptureError(f"config file {str(cfg)!r} does not exist")
-        digest = hashlib.sha256(cfg.read_bytes()).hexdigest()[:16]
-        return ModelSource("config", str(cfg.resolve()), digest, cfg.parent.name or cfg.name)
+    if m.endswith(".json") or _is(p.is_dir) or (os.sep in m and _is(p.exists)):
+        cfg = p / "config.json" if _is(p.is_dir) else p
+        if not _is(cfg.is_file):
+            raise CaptureError(f"config file {str(cfg)!r} {_why_not_a_file(cfg)}")
+        return ModelSource("config", str(cfg.resolve()), _digest(cfg), cfg.parent.name or cfg.name)
     from whichgpu.workload.zoo import get_entry
 
     e = get_entry(m)
     return ModelSource("zoo", e.id, e.builder + "#" + e.config, e.title)
+
+
+def _is(test: Callable[[], bool]) -> bool:
+    """A path test (is_file, is_dir, exists) that is False, not an exception, for a name the file
+    system refuses (too long: ENAMETOOLONG; a NUL byte: ValueError)."""
+    try:
+        return test()
+    except (OSError, ValueError):
+        return False
+
+
+def _why_not_a_file(p: Path) -> str:
+    """Why `p` is not a readable file, in words ("does not exist", "is a directory", ...)."""
+    try:
+        p.stat()
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as e:  # ENAMETOOLONG, EACCES on a parent, ELOOP, ...
+        return f"cannot be opened ({(e.strerror or type(e).__name__).lower()})"
+    except ValueError:
+        return "is not a valid path"
+    return "is a directory" if _is(p.is_dir) else "is not a regular file"
+
+
+def _neighbours(p: Path, most: int = 1000) -> str:
+    """A fingerprint of the Python files beside a factory (names, sizes, modification times): the
+    factory may import them (its directory is on sys.path), so editing one recaptures."""
+    h = hashlib.sha256()
+    try:
+        with os.scandir(p.resolve().parent) as it:
+            files = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in it
+                           if e.name.endswith(".py") and e.name != p.name and e.is_file())
+    except OSError:
+        return ""
+    for name, size, mtime in files[:most]:
+        h.update(f"{name}\0{size}\0{mtime}\0".encode())
+    return "+" + h.hexdigest()[:16]
+
+
+def _digest(p: Path) -> str:
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    except OSError as e:
+        raise CaptureError(f"{p}: cannot read ({(e.strerror or type(e).__name__).lower()})") from None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""The valid range of every number a user can give, in one place.
+
+The CLI's flags show these ranges in `--help` and refuse values outside them with a one-line
+error; the library's validators (Plan, WorkloadSpec) check the same figures. The bounds are
+generous: they exist to catch typos, overflow (integers past 64 bits, sizes whose tensors cannot
+be stored) and non-numbers (NaN, infinity), not to second-guess a plausible request.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A closed range [lo, hi]; ``lo_open`` makes the lower end exclusive (a value > lo)."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+
+    def ok(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        above = value > self.lo if self.lo_open else value >= self.lo
+        return above and value <= self.hi
+
+    def describe(self) -> str:
+        lo = f"> {_num(self.lo)}" if self.lo_open else f">= {_num(self.lo)}"
+        return f"a number {lo} and <= {_num(self.hi)}"
+
+
+def _num(x: float) -> str:
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:g}"
+
+
+# ---- parallel layout and step ------------------------------------------------------------------
+GPUS = Bound(1, 65536)                 # data-parallel degree / GPUs in a job (largest clusters: ~100k)
+TP = Bound(1, 1024)
+GRAD_ACCUM = Bound(1, 65536)
+MAX_GPUS = Bound(1, 65536)             # recommend's largest count
+# ---- workload sizes ---------------------------------------------------------------------------------
+BATCH = Bound(1, 1 << 20)              # samples per GPU per step
+SEQ_LEN = Bound(1, 1 << 24)            # 16M tokens: past every released model's context
+CONTEXT = Bound(1, 1 << 24)
+IMAGE_SIZE = Bound(1, 16384)           # pixels per side: 16k x 16k x 3 is 805M values per image
+LORA_RANK = Bound(1, 65536)
+# ---- power, money, time --------------------------------------------------------------------------------
+POWER_W = Bound(0, 5000, lo_open=True)             # per GPU (B300: 1400 W)
+POWER_BUDGET_W = Bound(0, 1e9, lo_open=True)       # all GPUs together
+BUDGET_USD = Bound(0, 1e12, lo_open=True)
+HOURS_PER_MONTH = Bound(0, 744, lo_open=True)      # 31 days x 24 h
+YEARS = Bound(0, 30, lo_open=True)
+USD_PER_KWH = Bound(0, 10)
+MEMORY_GB = Bound(0, 65536)
+JOB_TOKENS = Bound(0, 1e18, lo_open=True)          # 1e18 tokens: ~50,000x a frontier pre-training run
+JOB_EPOCHS = Bound(0, 1e6, lo_open=True)
+DATASET_SIZE = Bound(0, 1e15, lo_open=True)
+PRICE_USD = Bound(0, 1e9)
+# ---- output ----------------------------------------------------------------------------------------
+TOP = Bound(0, 100000)
+ROWS = Bound(1, 100000)

@@ -1,0 +1,2 @@
+"""Imported by user_code.py:sibling from beside it (not a factory)."""
+WIDTH = 6
