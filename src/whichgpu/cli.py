@@ -19,18 +19,19 @@ from whichgpu import __version__
 from whichgpu.errors import NoAnswerError, WhichGPUError
 
 
-def usage_line(e: Any, ctx: Any) -> str:
+def usage_line(e: Any) -> str:
     """A usage error (unknown flag, bad number, missing argument) as one line, with where to look."""
+    def flat(text: str) -> str:  # one line, without pydantic's prefix on a parser's ValueError
+        return " ".join(text.replace("Value error, ", "").split())
+
     param = getattr(e, "param", None)
-    if isinstance(e, BadParameter) and param is not None and getattr(param, "opts", None):
+    if isinstance(e, BadParameter) and e.message and param is not None and getattr(param, "opts", None):
         # a bad value: the flag in front, as the library's errors (report/flags.py), and what is valid
-        flag = max(param.opts, key=len)
-        return f"error: {flag}: {' '.join(e.message.replace('Value error, ', '').split())}"
-    msg = " ".join(e.format_message().replace("Value error, ", "").split()).rstrip(".")
-    msg = msg[:1].lower() + msg[1:]
-    where = (ctx or getattr(e, "ctx", None))
-    cmd = where.command_path if where is not None else "whichgpu"
-    return f"error: {msg} (see '{cmd} -h')"
+        return f"error: {max(param.opts, key=len)}: {flat(e.message)}"
+    msg = flat(e.format_message()).rstrip(".")
+    ctx = getattr(e, "ctx", None)
+    cmd = ctx.command_path if ctx is not None else "whichgpu"
+    return f"error: {msg[:1].lower() + msg[1:]} (see '{cmd} -h')"
 
 
 class _Group(TyperGroup):
@@ -48,7 +49,7 @@ class _Group(TyperGroup):
 
                 rich_utils.rich_format_error(e)
                 sys.exit(e.exit_code)
-            typer.echo(usage_line(e, getattr(e, "ctx", None)), err=True)
+            typer.echo(usage_line(e), err=True)
             if not standalone_mode:
                 raise
             sys.exit(e.exit_code)

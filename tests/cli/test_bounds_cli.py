@@ -79,11 +79,14 @@ def test_parser_accepts_only_finite_numbers_in_range(text: str, integer: bool, b
 
 
 def test_usage_errors_are_one_line() -> None:
-    for args in (["estimate", "gpt2", "--bogus"], ["estimate"], ["fit", "gpt2", "--gpus", "1.5"],
-                 ["gpus", "show"], ["recommend", "--top", "0"]):
+    for args, says in ((["estimate", "gpt2", "--bogus"], "no such option: --bogus"),
+                       (["estimate"], "missing argument 'model'"),
+                       (["fit", "gpt2", "--gpus", "1.5"], "--gpus: '1.5' is not an integer"),
+                       (["gpus", "show"], "missing argument 'name'"),
+                       (["recommend", "--top", "0"], "--top: 0 is out of range")):
         res = invoke(*args)
         err = res.stderr.strip()
-        assert res.exit_code == 2 and "\n" not in err and err.startswith("error: "), err
+        assert res.exit_code == 2 and "\n" not in err and err.startswith("error: ") and says in err, err
 
 
 @pytest.mark.parametrize(("args", "message"), [
