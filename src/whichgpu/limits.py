@@ -26,15 +26,25 @@ class Bound:
         above = value > self.lo if self.lo_open else value >= self.lo
         return above and value <= self.hi
 
-    def describe(self) -> str:
-        lo = f"> {_num(self.lo)}" if self.lo_open else f">= {_num(self.lo)}"
-        return f"a number {lo} and <= {_num(self.hi)}"
+    def describe(self, noun: str = "a number", integer: bool = False) -> str:
+        """The range in words: "a number > 0 and <= 5000", "an integer >= 1 and <= 65536"."""
+        lo = f"> {self.lo:g}" if self.lo_open else f">= {self.lo:g}"
+        return f"{noun} {lo} and <= {int(self.hi) if integer else f'{self.hi:g}'}"
 
-
-def _num(x: float) -> str:
-    if float(x).is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:g}"
+    def parse(self, text: object, integer: bool = False) -> int | float:
+        """`text` as a number in range; ValueError (one line, with what is valid) otherwise. A
+        number (a flag's default) is only checked."""
+        valid = self.describe("an integer" if integer else "a finite number", integer)
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            value: int | float = text
+        else:
+            try:
+                value = int(str(text), 10) if integer else float(str(text))
+            except ValueError:
+                raise ValueError(f"{text!r} is not {'an integer' if integer else 'a number'}; valid: {valid}") from None
+        if not self.ok(value):
+            raise ValueError(f"{text} is out of range; valid: {valid}")
+        return value
 
 
 # ---- parallel layout and step ------------------------------------------------------------------

@@ -26,28 +26,8 @@ WideOpt = typer.Option(False, "--wide", help="Tables with every detail column (w
 
 
 def bounded_parser(bound: Bound, integer: bool) -> Any:
-    """A flag's parser: a finite number within `bound`, else a one-line usage error."""
-    kind = "an integer" if integer else "a number"
-
-    def parse(text: Any) -> Any:
-        if isinstance(text, (int, float)) and not isinstance(text, bool):  # a default, already a number
-            value: Any = text
-        else:
-            try:
-                value = int(str(text), 10) if integer else float(str(text))
-            except ValueError:
-                raise ValueError(f"{text!r} is not {kind}; valid: {_range(bound, integer)}") from None
-        if not bound.ok(value):
-            raise ValueError(f"{text} is out of range; valid: {_range(bound, integer)}")
-        return value
-
-    return parse
-
-
-def _range(bound: Bound, integer: bool) -> str:
-    lo = f"> {bound.lo:g}" if bound.lo_open else f">= {bound.lo:g}"
-    hi = f"{int(bound.hi)}" if integer else f"{bound.hi:g}"
-    return f"{'an integer' if integer else 'a finite number'} {lo} and <= {hi}"
+    """A flag's parser: a finite number within `bound` (Bound.parse), else a one-line usage error."""
+    return lambda text: bound.parse(text, integer)
 
 
 def int_option(default: int | None, *decls: str, bound: Bound, help: str, **kw: Any) -> Any:

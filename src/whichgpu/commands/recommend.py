@@ -148,9 +148,7 @@ def recommend_cmd(
         except OSError as e:
             raise InputError(f"--html {html}: cannot write ({e.strerror})") from None
     if json_out:
-        from whichgpu.report.recommend import recommend_document
-
-        emit_json(SCHEMA, recommend_document(rec))
+        emit_json(SCHEMA, rec.to_dict())
     else:
         from whichgpu.report.recommend import print_recommendation
 

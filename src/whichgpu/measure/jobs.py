@@ -32,7 +32,6 @@ setups, which these follow):
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 
@@ -102,12 +101,9 @@ class Job:
 def _power(text: str) -> float:
     """settings power_limit_w=W: a finite number of watts in range (limits.POWER_W)."""
     try:
-        w = float(text)
+        return float(limits.POWER_W.parse(text))
     except ValueError:
-        w = math.nan
-    if not limits.POWER_W.ok(w):
-        raise InputError(f"settings power_limit_w must be {limits.POWER_W.describe()} W, got {text!r}")
-    return w
+        raise InputError(f"settings power_limit_w must be {limits.POWER_W.describe()} W, got {text!r}") from None
 
 
 def _source_key(m: Measurement) -> str:

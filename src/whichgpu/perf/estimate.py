@@ -100,13 +100,14 @@ class StepEstimate:
         return self.band.throughput_range(throughput) if self.band else None
 
     def confidence(self) -> dict[str, Any]:
-        """The error band and the validated-ground flag, for JSON."""
+        """The error band and the validated-ground flag, for JSON (tokens/s null without tokens)."""
         d: dict[str, Any] = {"validated": self.validated, "outside_validated": list(self.outside)}
         if self.band is not None:
             lo, hi = self.band.time_range(self.step_s)
             d["error_band"] = {**self.band.to_dict(), "step_s": [lo, hi],
                                "samples_per_s": list(self.band.throughput_range(self.samples_per_s)),
-                               "tokens_per_s": list(self.band.throughput_range(self.tokens_per_s)),
+                               "tokens_per_s": list(self.band.throughput_range(self.tokens_per_s))
+                               if self.tokens_per_s else None,
                                "description": self.band.describe()}
         return d
 
@@ -120,6 +121,7 @@ class StepEstimate:
         d.pop("band", None)
         d.pop("outside", None)
         d["split"] = self.split
+        d["tokens_per_s"] = self.tokens_per_s or None  # a workload without tokens: null, not 0.0
         d.update(self.confidence())
         return d
 

@@ -95,7 +95,7 @@ def run_dict(r: Run) -> dict[str, Any]:
         "sharding": lay.sharding, "micro_batch": lay.micro_batch, "grad_accum": lay.grad_accum,
         "memory_bytes": lay.need_bytes, "capacity_bytes": lay.capacity_bytes,
         "throughput": r.throughput, "unit": r.workload.unit, "samples_per_s": r.samples_per_s,
-        "tokens_per_s": r.tokens_per_s, "step_s": e.step_s, "bound": e.bound, "mfu": e.mfu, "split": e.split,
+        "tokens_per_s": r.tokens_per_s or None, "step_s": e.step_s, "bound": e.bound, "mfu": e.mfu, "split": e.split,
         **e.confidence(),
     }
     if r.pred.prefill is not None:

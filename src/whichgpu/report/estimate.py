@@ -37,7 +37,7 @@ def estimate_document(results: list[Prediction], explain: bool) -> dict[str, Any
     for r in results:
         e: StepEstimate = r.est
         t: Trace = r.trace
-        d = e.to_dict() if t.tokens else no_tokens(e.to_dict())
+        d = e.to_dict()
         d["gpu"] = r.gpu.id
         d["system"] = r.system.id
         d["precision"] = r.precision
@@ -71,17 +71,6 @@ def plan_document(plan: Plan, system: System) -> dict[str, Any]:
             "network": so.kind if so is not None else "none", "compile": plan.compile,
             "ddp_overlap": plan.comm_overlap, "system": system.id, "system_name": system.name,
             "parallelism": plan.parallel_label()}
-
-
-def no_tokens(d: dict[str, Any]) -> dict[str, Any]:
-    """An estimate's or run's dict for a workload without tokens (vision, a factory's tensors):
-    its tokens/s are null, not 0.0 (none were counted)."""
-    if "tokens_per_s" in d:
-        d["tokens_per_s"] = None
-    band = d.get("error_band")
-    if isinstance(band, dict) and "tokens_per_s" in band:
-        band["tokens_per_s"] = None
-    return d
 
 
 def _headline(results: list[Prediction]) -> Text:

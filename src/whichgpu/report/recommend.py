@@ -4,26 +4,13 @@ the assumptions."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rich.text import Text
 
 from whichgpu.recommend.rank import Config
 from whichgpu.recommend.result import Recommendation
 from whichgpu.report.console import Table, compact_table, console, print_wide, say
-from whichgpu.report.estimate import no_tokens
 from whichgpu.units import GB, fmt_si, fmt_time, fmt_usd
-
-
-def recommend_document(rec: Recommendation) -> dict[str, Any]:
-    """rec.to_dict(), with null tokens/s for the runs of workloads without tokens."""
-    d = rec.to_dict()
-    for key, configs in (("rows", rec.rows), ("configurations", rec.configs)):
-        for cd, c in zip(d[key], configs, strict=True):
-            for rd, run in zip(cd["runs"], c.runs, strict=True):
-                if not run.pred.trace.tokens:
-                    no_tokens(rd)
-    return d
 
 
 def _price(c: Config, mode: str) -> str:

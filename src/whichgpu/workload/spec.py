@@ -75,7 +75,7 @@ class WorkloadSpec:
             if v is None and name != "lora_rank":
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not bound.ok(v):
-                valid = bound.describe().replace("a number", "an integer")
+                valid = bound.describe("an integer", integer=True)
                 raise InputError(f"{words} must be {valid}, got {v!r}", field=name)
         if self.finetune not in ("full", "lora", "qlora"):
             raise InputError(f"finetune must be full, lora or qlora; got {self.finetune!r}", field="finetune")
