@@ -48,28 +48,27 @@ class Bound:
 
 
 # ---- parallel layout and step ------------------------------------------------------------------
-GPUS = Bound(1, 65536)                 # data-parallel degree / GPUs in a job (largest clusters: ~100k)
+GPUS = Bound(1, 65536)                 # data-parallel degree / GPUs in a job
 TP = Bound(1, 1024)
 GRAD_ACCUM = Bound(1, 65536)
 MAX_GPUS = Bound(1, 65536)             # recommend's largest count
 # ---- workload sizes ---------------------------------------------------------------------------------
 BATCH = Bound(1, 1 << 20)              # samples per GPU per step
-SEQ_LEN = Bound(1, 1 << 24)            # 16M tokens: past every released model's context
+SEQ_LEN = Bound(1, 1 << 24)            # 16M tokens
 CONTEXT = Bound(1, 1 << 24)
 IMAGE_SIZE = Bound(1, 16384)           # pixels per side: 16k x 16k x 3 is 805M values per image
 LORA_RANK = Bound(1, 65536)
 # ---- power, money, time --------------------------------------------------------------------------------
-POWER_W = Bound(0, 5000, lo_open=True)             # per GPU (B300: 1400 W)
+POWER_W = Bound(0, 5000, lo_open=True)             # per GPU (the catalog's largest TDP: MI355X, 1400 W)
 POWER_BUDGET_W = Bound(0, 1e9, lo_open=True)       # all GPUs together
 BUDGET_USD = Bound(0, 1e12, lo_open=True)
 HOURS_PER_MONTH = Bound(0, 744, lo_open=True)      # 31 days x 24 h
 YEARS = Bound(0, 30, lo_open=True)
 USD_PER_KWH = Bound(0, 10)
 MEMORY_GB = Bound(0, 65536)
-JOB_TOKENS = Bound(0, 1e18, lo_open=True)          # 1e18 tokens: ~50,000x a frontier pre-training run
+JOB_TOKENS = Bound(0, 1e18, lo_open=True)          # tokens in one job
 JOB_EPOCHS = Bound(0, 1e6, lo_open=True)
 DATASET_SIZE = Bound(0, 1e15, lo_open=True)
-PRICE_USD = Bound(0, 1e9)
 # ---- output ----------------------------------------------------------------------------------------
 TOP = Bound(0, 100000)
 ROWS = Bound(1, 100000)
