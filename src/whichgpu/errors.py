@@ -84,6 +84,15 @@ class CaptureError(WhichGPUError):
     """A model that cannot be built or traced."""
 
 
+class BatchTooSmallError(CaptureError):
+    """A training step that cannot run at this batch: batch norm over a single value per channel
+    (a batch of 1 whose feature map has shrunk to 1 x 1). ``min_batch`` is the smallest that can."""
+
+    def __init__(self, message: str, min_batch: int) -> None:
+        super().__init__(message)
+        self.min_batch = min_batch
+
+
 class MissingExtraError(WhichGPUError):
     """An optional dependency that the requested feature needs is not installed."""
 

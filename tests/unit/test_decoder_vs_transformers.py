@@ -12,6 +12,8 @@ from tests.conftest import needs_torch
 
 pytestmark = needs_torch
 
+_SMALL = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+              vocab_size=100, head_dim=32, max_position_embeddings=512)
 CONFIGS = {
     "llama": dict(model_type="llama", hidden_size=256, intermediate_size=688, num_hidden_layers=2,
                   num_attention_heads=8, num_key_value_heads=2, vocab_size=1000, max_position_embeddings=256),
@@ -40,7 +42,30 @@ CONFIGS = {
     "falcon-seq": dict(model_type="falcon", hidden_size=256, num_hidden_layers=2, num_attention_heads=8,
                        multi_query=False, parallel_attn=False, bias=True, tie_word_embeddings=False,
                        vocab_size=1000),
+    # Today's families, scaled down (4 layers: local and global, dense and routed layers both occur).
+    "qwen3": dict(_SMALL, model_type="qwen3"),
+    "qwen3_moe": dict(_SMALL, model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48),
+    "gemma2": dict(_SMALL, model_type="gemma2", sliding_window=16, attn_logit_softcapping=50.0,
+                   final_logit_softcapping=30.0, query_pre_attn_scalar=32),
+    "gemma3_text": dict(_SMALL, model_type="gemma3_text", sliding_window=16),
+    "gpt_oss": dict(_SMALL, model_type="gpt_oss", num_local_experts=4, num_experts_per_tok=2, sliding_window=16,
+                    layer_types=["sliding_attention", "full_attention"] * 2),
+    "deepseek_v3": dict(_SMALL, model_type="deepseek_v3", n_routed_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=48, q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=16, first_k_dense_replace=1, n_shared_experts=1,
+                        n_group=1, topk_group=1),
+    "deepseek_v2": dict(_SMALL, model_type="deepseek_v2", n_routed_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=48, q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=16, first_k_dense_replace=1, n_shared_experts=2,
+                        n_group=1, topk_group=1),
+    "glm4_moe": dict(_SMALL, model_type="glm4_moe", n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                     first_k_dense_replace=1, n_shared_experts=1, use_qk_norm=True, attention_bias=True, n_group=1,
+                     topk_group=1, partial_rotary_factor=0.5),
+    "minimax_m2": dict(_SMALL, model_type="minimax_m2", num_local_experts=4, num_experts_per_tok=2, rotary_dim=16,
+                       use_qk_norm=True),
 }
+MODERN = ["qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gpt_oss", "deepseek_v3", "deepseek_v2", "glm4_moe",
+          "minimax_m2"]
 
 
 def _hf_model(cfg: dict):  # type: ignore[no-untyped-def]
@@ -72,7 +97,7 @@ def test_parameter_count_equals_transformers(family: str) -> None:
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "gpt2", "gptj", "gptj-tied", "falcon", "falcon-1ln",
-                                    "falcon-mq", "falcon-seq"])
+                                    "falcon-mq", "falcon-seq", "qwen3", "gemma2", "gemma3_text"])
 def test_forward_flops_equal_transformers(family: str) -> None:
     """Dense families: the same GEMM FLOPs (torch's FlopCounterMode on both, eager attention).
 
@@ -91,11 +116,12 @@ def test_forward_flops_equal_transformers(family: str) -> None:
     with torch.no_grad(), FlopCounterMode(display=False) as f_ours:
         built.model(**built.inputs)
     ours, theirs = f_ours.get_total_flops(), f_hf.get_total_flops()
-    head_dim = cfg.get("hidden_size", cfg.get("n_embd", 0)) // cfg.get("num_attention_heads", cfg.get("n_head", 1))
+    head_dim = cfg.get("head_dim") or cfg.get("hidden_size", cfg.get("n_embd", 0)) // cfg.get("num_attention_heads",
+                                                                                              cfg.get("n_head", 1))
     assert 0 <= ours - theirs <= 2 * (head_dim // 2) * seq
 
 
-@pytest.mark.parametrize("family", ["gptj", "falcon", "falcon-seq"])
+@pytest.mark.parametrize("family", ["gptj", "falcon", "falcon-seq", "mixtral", *MODERN])
 def test_module_names_equal_transformers(family: str) -> None:
     """Parameter names and shapes as transformers' (per-module reports read like theirs)."""
     cfg = CONFIGS[family]

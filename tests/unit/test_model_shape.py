@@ -31,8 +31,12 @@ def _trace(shape: ModelShape) -> Trace:
 
 def test_llama_2_7b_shape() -> None:
     s = args_from_config(_config("llama-2-7b")).shape()
+    # Block matmul weights: 32 layers x (4 x 4096^2 attention + 3 x 4096 x 11008 MLP) = 6,476,005,376;
+    # a dense model's active parameters are all of them (6,738,415,616 with embeddings and head).
     assert s == ModelShape(arch="decoder", family="llama", layers=32, hidden=4096, heads=32, kv_heads=32,
-                           head_dim=128, intermediate=11008, vocab=32000, max_positions=4096, gated_mlp=True)
+                           head_dim=128, intermediate=11008, vocab=32000, max_positions=4096, gated_mlp=True,
+                           matmul_params=6_476_005_376, block_params=6_476_005_376, active_params=6_738_415_616,
+                           attention="MHA 32")
     assert (s.experts, s.active_experts, s.tp, s.kv_bytes) == (0, 0, 1, None)
 
 
@@ -65,7 +69,7 @@ def test_the_trace_round_trips_its_shape() -> None:
     back = Trace.from_json(_trace(shape).to_json())
     assert back.shape == shape
     assert back.ops == _trace(shape).ops
-    assert json.loads(_trace(shape).to_json())["schema"] == SCHEMA == "whichgpu.trace/2"
+    assert json.loads(_trace(shape).to_json())["schema"] == SCHEMA == "whichgpu.trace/3"
 
 
 def test_a_cached_trace_of_the_old_schema_is_recaptured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,8 @@ from whichgpu.commands.common import (
     ContextOpt,
     ImageOpt,
     JsonOpt,
+    MoeCapacityOpt,
+    MoeSkewOpt,
     NoCacheOpt,
     OptimImplOpt,
     OptimOpt,
@@ -20,6 +22,7 @@ from whichgpu.commands.common import (
     TaskOpt,
     emit_json,
     int_option,
+    moe_flags_note,
     workload_spec,
 )
 from whichgpu.errors import InputError
@@ -38,6 +41,8 @@ def analyze(
     context: int = ContextOpt,
     sparsity: str = SparsityOpt,
     attention: str = AttentionOpt,
+    moe_capacity: float = MoeCapacityOpt,
+    moe_skew: float = MoeSkewOpt,
     by: str = typer.Option("category", "--by", help="Group rows by category, module, op or phase."),
     top: int = int_option(25, "--top", bound=limits.TOP, help="Rows to show when grouping by module or op."),
     no_cache: bool = NoCacheOpt,
@@ -49,8 +54,9 @@ def analyze(
     from whichgpu.workload.api import get_trace
 
     spec = workload_spec(model, task, batch_size, seq_len, image_size, precision, optimizer, optimizer_impl,
-                         phase, context, sparsity, attention)
+                         phase, context, sparsity, attention, moe_capacity, moe_skew)
     trace = get_trace(spec, use_cache=not no_cache)
+    moe_flags_note(moe_capacity, moe_skew, model, [trace])
     from whichgpu.report.trace import trace_document
 
     if json_out:

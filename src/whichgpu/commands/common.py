@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import typer
@@ -96,6 +97,17 @@ EngineOpt = typer.Option(None, "--engine", help="Execution engine profile: pytor
                          "torch-compile-graphs, gpt-fast, tensorrt-llm, llama.cpp, vllm, xla (whichgpu engines).")
 CompileOpt = typer.Option(False, "--compile", help="Shorthand for --engine torch-compile (Inductor fusion, channels-last convolutions).")
 
+# Mixture-of-experts routing of the built-in decoders (read by workload/zoo/llm/build.py moe_options).
+# The ranges are generous, as limits.py's: a capacity factor past the expert count or a skew past
+# experts / top-k cannot change more than either does at that figure.
+MOE_CAPACITY = Bound(0, 1000, lo_open=True)  # rows an expert computes over its mean routed rows
+MOE_SKEW = Bound(1, 1000)  # the busiest expert's routed rows over the mean
+MoeCapacityOpt = float_option(None, "--moe-capacity", bound=MOE_CAPACITY,
+                              help="MoE models: expert capacity factor; every expert computes factor x its mean "
+                                   "routed rows (padding included), rows past it are dropped (default: dropless).")
+MoeSkewOpt = float_option(None, "--moe-skew", bound=MOE_SKEW,
+                          help="MoE models: routed rows of the busiest expert over the mean (default 1: balanced).")
+
 
 def engine_attention(engine: str, attention: str | None) -> str | None:
     """The --attention a workload runs with under `engine` when the user gave none: an engine
@@ -120,9 +132,30 @@ def resolve_engine(engine: str | None, compile_: bool, default: str = "pytorch")
     return get_engine(engine if engine is not None else default).id
 
 
+def moe_workload_options(capacity: float | None, skew: float | None) -> tuple[tuple[str, object], ...]:
+    """The workload options of --moe-capacity / --moe-skew: only those given and not the default
+    (balanced) load, so that other runs keep their trace cache keys."""
+    out: tuple[tuple[str, object], ...] = ()
+    if capacity is not None:
+        out += (("moe_capacity", float(capacity)),)
+    if skew is not None and skew != 1:
+        out += (("moe_skew", float(skew)),)
+    return out
+
+
+def moe_flags_note(capacity: float | None, skew: float | None, model: str, traces: Iterable[Any]) -> None:
+    """A line on stderr when --moe-capacity / --moe-skew were given for a model whose `traces`
+    have no routed experts: the flags change nothing (not an error)."""
+    given = [f for f, v in (("--moe-capacity", capacity), ("--moe-skew", skew)) if v is not None]
+    if given and not any(t.shape.experts for t in traces):
+        typer.echo(f"note: {' and '.join(given)} {'do' if len(given) > 1 else 'does'} not apply: {model} has no "
+                   "routed experts (the built-in mixture-of-experts decoders do)", err=True)
+
+
 def workload_spec(model: str, task: str, batch_size: int | None, seq_len: int | None, image_size: int | None,
                   precision: str, optimizer: str | None, optimizer_impl: str, phase: str, context: int | None,
-                  sparsity: str, attention: str | None) -> WorkloadSpec:
+                  sparsity: str, attention: str | None, moe_capacity: float | None = None,
+                  moe_skew: float | None = None) -> WorkloadSpec:
     from whichgpu.errors import InputError
 
     if context is not None and phase != "decode":
@@ -133,6 +166,7 @@ def workload_spec(model: str, task: str, batch_size: int | None, seq_len: int | 
         if attention not in ("sdpa", "eager"):
             raise InputError(f"--attention must be 'sdpa' or 'eager', got {attention!r}")
         options = (("attention", attention),)
+    options += moe_workload_options(moe_capacity, moe_skew)
     return WorkloadSpec(model=model, task=task, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
                         precision=precision, optimizer=optimizer, optimizer_impl=optimizer_impl, phase=phase,
                         context=context, sparsity=sparsity, options=options)

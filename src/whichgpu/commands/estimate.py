@@ -17,6 +17,8 @@ from whichgpu.commands.common import (
     EngineOpt,
     ImageOpt,
     JsonOpt,
+    MoeCapacityOpt,
+    MoeSkewOpt,
     NoCacheOpt,
     OptimImplOpt,
     OptimOpt,
@@ -33,6 +35,7 @@ from whichgpu.commands.common import (
     get_system,
     gpu_names,
     int_option,
+    moe_flags_note,
     resolve_engine,
     system_for,
     workload_spec,
@@ -58,6 +61,8 @@ def estimate_cmd(
     context: int = ContextOpt,
     sparsity: str = SparsityOpt,
     attention: str = AttentionOpt,
+    moe_capacity: float = MoeCapacityOpt,
+    moe_skew: float = MoeSkewOpt,
     channels_last: bool = typer.Option(False, "--channels-last", help="NHWC activations for convolutional models (PyTorch default is NCHW)."),
     checkpointing: str = typer.Option("none", "--checkpointing", help="Activation checkpointing: none, selective or full."),
     finetune: str = typer.Option("full", "--finetune", help="full, lora or qlora."),
@@ -98,7 +103,8 @@ def estimate_cmd(
         options.append(("tp", tp))
     base = workload_spec(model, task, batch_size, seq_len, image_size,
                          probe_precision(task) if precision == "auto" else precision,
-                         optimizer, optimizer_impl, phase, context, sparsity, engine_attention(eng, attention))
+                         optimizer, optimizer_impl, phase, context, sparsity, engine_attention(eng, attention),
+                         moe_capacity, moe_skew)
     base = replace(base, options=tuple(base.options) + tuple(options), checkpointing=checkpointing,
                    finetune=finetune, lora_rank=lora_rank)
     resolved, src = resolve(base)
@@ -115,6 +121,7 @@ def estimate_cmd(
         prec, why = resolve_precision(g, task, precision)
         results.append(predict(resolved, g, replace(plan, precision=prec or precision), system_for(g, sys_, catalog),
                                trace_for, serving=serving, precision_reason=why, top=top))
+    moe_flags_note(moe_capacity, moe_skew, model, traces.values())
     from whichgpu.report.estimate import estimate_document, print_estimates
 
     if json_out:

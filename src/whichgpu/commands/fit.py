@@ -15,6 +15,8 @@ from whichgpu.commands.common import (
     ContextOpt,
     ImageOpt,
     JsonOpt,
+    MoeCapacityOpt,
+    MoeSkewOpt,
     NoCacheOpt,
     OptimImplOpt,
     OptimOpt,
@@ -28,6 +30,7 @@ from whichgpu.commands.common import (
     get_system,
     gpu_names,
     int_option,
+    moe_flags_note,
     system_for,
     workload_spec,
 )
@@ -54,6 +57,8 @@ def fit_cmd(
     phase: str = PhaseOpt,
     context: int = ContextOpt,
     attention: str = AttentionOpt,
+    moe_capacity: float = MoeCapacityOpt,
+    moe_skew: float = MoeSkewOpt,
     grad_accum: int = int_option(1, "--grad-accum", bound=limits.GRAD_ACCUM, help="Micro-batches per optimizer step (gradients then stay live through the step)."),
     no_master_weights: bool = typer.Option(False, "--no-master-weights", help="16-bit parameters without FP32 master weights (plain torch.optim on bf16/fp16 parameters)."),
     no_search: bool = typer.Option(False, "--no-search", help="Skip the search for the largest batch that fits."),
@@ -76,7 +81,7 @@ def fit_cmd(
     sys_ = system_for(g, named, catalog)
     prec = resolve_precision(g, task, precision)[0] or precision
     spec: Any = workload_spec(model, task, batch_size, seq_len, image_size, prec, optimizer, optimizer_impl, phase,
-                              context, "none", attention)
+                              context, "none", attention, moe_capacity, moe_skew)
     spec = replace(spec, checkpointing=checkpointing, finetune=finetune, lora_rank=lora_rank)
     spec, _src = resolve(spec)  # validates sizes and names before any capture
     traces: dict[Any, Any] = {}
@@ -88,6 +93,7 @@ def fit_cmd(
         return traces[s]
 
     trace = trace_for()
+    moe_flags_note(moe_capacity, moe_skew, model, [trace])
     if json_out:
         report = fit(trace, g, plan, trace_for, search_batch=not no_search, system=sys_)
     else:

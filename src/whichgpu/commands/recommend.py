@@ -15,6 +15,8 @@ from whichgpu.commands.common import (
     CompileOpt,
     EngineOpt,
     JsonOpt,
+    MoeCapacityOpt,
+    MoeSkewOpt,
     NoCacheOpt,
     SystemOpt,
     WideOpt,
@@ -24,6 +26,7 @@ from whichgpu.commands.common import (
     get_catalog,
     get_system,
     int_option,
+    moe_flags_note,
     resolve_engine,
     workload_spec,
 )
@@ -45,6 +48,8 @@ def recommend_cmd(
     finetune: str = typer.Option(None, "--finetune", help="full (default), lora or qlora."),
     lora_rank: int = int_option(16, "--lora-rank", bound=limits.LORA_RANK, help="LoRA rank."),
     checkpointing: str = typer.Option(None, "--checkpointing", help="Activation checkpointing: none (default), selective or full."),
+    moe_capacity: float = MoeCapacityOpt,
+    moe_skew: float = MoeSkewOpt,
     budget: float = float_option(None, "--budget", bound=limits.BUDGET_USD, help="USD: purchase of all cards (--buy), or rent per job (with a job) or per month."),
     buy: bool = typer.Option(True, "--buy/--rent", help="Buy the cards (amortised + electricity) or rent them (cloud $/GPU-hour)."),
     hours_per_month: float = float_option(200.0, "--hours-per-month", bound=limits.HOURS_PER_MONTH, help="Hours of use a month (utilisation = H / 730)."),
@@ -86,7 +91,8 @@ def recommend_cmd(
         raise InputError("--html needs a file name to write the report to, e.g. --html report.html")
     cat = get_catalog(catalog)
     workload_flags = {"--task": task, "--batch-size": batch_size, "--seq-len": seq_len, "--image-size": image_size,
-                      "--optimizer": optimizer, "--finetune": finetune, "--checkpointing": checkpointing}
+                      "--optimizer": optimizer, "--finetune": finetune, "--checkpointing": checkpointing,
+                      "--moe-capacity": moe_capacity, "--moe-skew": moe_skew}
     preset = None
     if model is None:
         preset = get_preset(use_case if use_case is not None else DEFAULT_PRESET)
@@ -107,7 +113,7 @@ def recommend_cmd(
         if use_case is not None:
             raise InputError("give a MODEL or --use-case, not both")
         spec = replace(workload_spec(model, task or "train", batch_size, seq_len, image_size, precision, optimizer,
-                                     "foreach", "full", None, "none", attention),
+                                     "foreach", "full", None, "none", attention, moe_capacity, moe_skew),
                        finetune=finetune or "full", checkpointing=checkpointing or "none", lora_rank=lora_rank)
         workloads = (make_workload(spec),)
         title = model
@@ -130,8 +136,13 @@ def recommend_cmd(
                 job_epochs, dataset_size),
         gpu_ids=gpu_ids, engine=eng, prices=user, system=sys_)
 
+    first: list[Any] = []  # the first trace: tells whether the model has routed experts
+
     def trace_for(spec: Any) -> Any:
-        return get_trace(spec, use_cache=not no_cache)
+        t = get_trace(spec, use_cache=not no_cache)
+        if not first:
+            first.append(t)
+        return t
 
     if json_out:
         rec = recommend(req, cat, trace_for)
@@ -140,6 +151,8 @@ def recommend_cmd(
 
         with err_console.status("evaluating every GPU x count (each workload variant is traced once, then cached)"):
             rec = recommend(req, cat, trace_for)
+    if model is not None:
+        moe_flags_note(moe_capacity, moe_skew, model, first)
     if html:
         from whichgpu.report.html import render
 
@@ -148,11 +161,13 @@ def recommend_cmd(
         except OSError as e:
             raise InputError(f"--html {html}: cannot write ({e.strerror})") from None
     if json_out:
-        emit_json(SCHEMA, rec.to_dict())
+        from whichgpu.report.recommend import recommend_document
+
+        emit_json(SCHEMA, recommend_document(rec, first[0] if first else None))
     else:
         from whichgpu.report.recommend import print_recommendation
 
-        print_recommendation(rec, top, wide=wide)
+        print_recommendation(rec, top, wide=wide, traced=first[0] if first else None)
         if html:
             from whichgpu.report.console import say
 

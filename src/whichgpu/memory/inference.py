@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from whichgpu.memory.lifetime import simulate
 from whichgpu.memory.lines import MemoryLine, count
-from whichgpu.memory.weights import kv_cache_bytes
+from whichgpu.memory.weights import kv_cache_bytes, kv_cache_text
 from whichgpu.parallel.plan import Plan
 from whichgpu.workload.precision import Precision
 from whichgpu.workload.trace import Trace
@@ -35,15 +33,8 @@ def inference(trace: Trace, plan: Plan, prec: Precision) -> Parts:
         positions = (trace.seq_len or 0) if trace.phase == "prefill" else (trace.context or 0) + 1
         kv_elem = float(shape.kv_bytes or (4.0 if prec.name in ("fp32", "tf32") else 2.0))
         kv = kv_cache_bytes(shape, trace.batch_size, positions, kv_elem)
-        stored_elem = prec.param_bytes
-        traced_layers = shape.layers - sum(int(x) for x in trace.repeats.values())
-        traced = kv_cache_bytes(replace(shape, layers=traced_layers), trace.batch_size, positions, stored_elem) if kv else None
-        if kv is not None and traced is not None:
-            layers, kvh, d = shape.layers, shape.kv_heads, shape.head_dim
-            parts["kv_cache"] = MemoryLine(kv, f"2 x {layers} layers x {kvh} KV heads x {d} x {positions} positions "
-                                               f"x batch {trace.batch_size} x {kv_elem:g} B"
-                                               + (f" (GQA: {shape.heads} query heads)" if kvh != shape.heads else ""))
-            inputs = max(inputs - traced, 0.0)
+        if kv is not None:
+            parts["kv_cache"] = MemoryLine(kv, kv_cache_text(shape, trace.batch_size, positions, kv_elem))
         else:
             notes.append("KV cache not separated: the model has no decoder description")
     parts["inputs"] = MemoryLine(inputs, "model inputs of the step (token ids, positions)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from whichgpu.errors import WhichGPUError
+from whichgpu.errors import BatchTooSmallError, WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.search import doubling
 from whichgpu.parallel.plan import LABELS
@@ -207,6 +207,8 @@ def _hopeless(tracer: Tracer, w: Workload, gpu: GpuSpec, prec: str, touches: tup
         traces = traces_for(tracer, w, prec, 1)
     except FixedBatchError:  # a factory that builds one batch only: its floor is at that batch
         plan, traces = layout_plan(w, 1, "ddp", batch, 1), traces_for(tracer, w, prec, batch)
+    except BatchTooSmallError as small:  # batch norm cannot train on one sample: the floor is the smallest batch that can
+        plan, traces = layout_plan(w, 1, "ddp", small.min_batch, 1), traces_for(tracer, w, prec, small.min_batch)
     frac = dict(touches)
     for e in (tracer.memory(t, gpu, plan) for t in traces):
         floor = e.total_bytes - sum(v.bytes * frac.get(k, 0.0) for k, v in e.lines())

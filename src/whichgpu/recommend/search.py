@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from whichgpu.errors import BatchTooSmallError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.allowances import cublas_workspace_bytes, workspace
 from whichgpu.memory.estimate import (
@@ -155,7 +156,7 @@ def fit_layout(tracer: Tracer, w: Workload, gpu: GpuSpec, precision: str, gpus: 
         return None, best
     try:
         ones = _try(tracer, w, gpu, precision, gpus, 1, shardings, changes)
-    except FixedBatchError:  # a factory that builds one batch only: no smaller micro-batch to try
+    except (FixedBatchError, BatchTooSmallError):  # one batch only, or batch norm cannot train on one sample
         return None, best
     one = min(ones, key=lambda x: x.need_bytes)
     best = min(best, one, key=lambda x: x.need_bytes)

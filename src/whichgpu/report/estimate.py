@@ -11,6 +11,13 @@ from whichgpu.parallel.plan import Plan
 from whichgpu.perf.estimate import StepEstimate
 from whichgpu.predict import Prediction
 from whichgpu.report.console import Table, compact_table, console, line, print_wide, say
+from whichgpu.report.workload import (
+    active_params,
+    coverage_document,
+    coverage_warnings,
+    merged_assumptions,
+    params_text,
+)
 from whichgpu.units import fmt_bytes, fmt_flops, fmt_rate, fmt_si, fmt_time
 from whichgpu.workload.trace import Trace
 
@@ -47,13 +54,17 @@ def estimate_document(results: list[Prediction], explain: bool) -> dict[str, Any
                          "seq_len": t.seq_len, "image_size": t.image_size, "context": t.context,
                          "precision": t.precision, "optimizer": t.optimizer, "finetune": t.finetune,
                          "checkpointing": t.checkpointing, "flops_per_step": t.total_flops(),
-                         "bytes_per_step": t.total_bytes(), "params": t.params}
+                         "bytes_per_step": t.total_bytes(), "params": t.params,
+                         "active_params": active_params(t), "attention": t.shape.attention or None}
+        d["coverage"] = coverage_document(t)
+        d["assumptions"] = merged_assumptions(d["assumptions"], t)
         if r.prefill is not None:
             p: StepEstimate = r.prefill
             d["serving"] = {"time_to_first_token_s": p.step_s, "prefill_bound": p.bound,
                             "decode_step_s": e.step_s, "decode_tokens_per_s": e.tokens_per_s,
                             "decode_bound": e.bound, "context": t.context, "batch": t.batch_size,
-                            "prefill_confidence": p.confidence()}
+                            "prefill_confidence": p.confidence(),
+                            "prefill_coverage": coverage_document(r.prefill_trace) if r.prefill_trace else None}
         if explain:
             d["explain"] = {"bandwidth_ratio_samples_per_s": bw_ratio.get(r.gpu.id)}
         m = r.memory
@@ -210,6 +221,10 @@ def print_estimates(results: list[Prediction], explain: bool, top: int, wide: bo
     (precision, both throughputs, MFU/HFU, the split of the step) at full width."""
     serving = results[0].serving
     say(_headline(results))
+    say(f"  {params_text(results[0].trace)}")
+    traces = [t for r in results for t in (r.prefill_trace, r.trace) if t is not None]
+    for w in coverage_warnings(traces):
+        say(("warning", "yellow"), f": {w}", wrap=True)
     if wide or explain:
         print_wide(_wide_table(results, explain))
     else:
@@ -223,7 +238,7 @@ def print_estimates(results: list[Prediction], explain: bool, top: int, wide: bo
     if not wide and not explain:
         say(("more columns (precision, samples/s, MFU, the split of the step, FLOPs and bytes per op): "
              "--wide; every figure: --json", "dim"))
-    a = results[0].est.assumptions
+    a = merged_assumptions(results[0].est.assumptions, results[0].trace)
     say(("assumptions", "bold"), ": " + "; ".join(f"{k}: {v}" for k, v in a.items()))
     bands = {r.est.band.describe() for r in results if r.est.band is not None}
     if bands:

@@ -10,6 +10,13 @@ from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
 from whichgpu.memory.fit import FitReport
 from whichgpu.report.console import Table, compact_table, console, line, print_wide, say, styled
 from whichgpu.report.flags import flags
+from whichgpu.report.workload import (
+    active_params,
+    coverage_document,
+    coverage_warnings,
+    merged_assumptions,
+    params_text,
+)
 from whichgpu.units import GB
 
 
@@ -19,7 +26,11 @@ def _gb(x: float) -> str:
 
 def fit_document(r: FitReport, lora_rank: int | None = None) -> dict[str, Any]:
     d = r.to_dict()
-    d["workload"].update(finetune=r.finetune, checkpointing=r.checkpointing, lora_rank=lora_rank)
+    t = r.estimate.trace
+    d["workload"].update(finetune=r.finetune, checkpointing=r.checkpointing, lora_rank=lora_rank,
+                         active_params=active_params(t), attention=t.shape.attention or None)
+    d["coverage"] = coverage_document(t, memory=True)
+    d["assumptions"] = merged_assumptions(d["assumptions"], t)
     for s, x in zip(d["suggestions"], r.suggestions, strict=True):
         s["how"] = flags(x.changes)
     return d
@@ -43,7 +54,7 @@ def _headline(e: MemoryEstimate, r: FitReport) -> list[Text]:
         where += f", {p.sharding} over {p.gpus} GPU{'s' if p.gpus > 1 else ''}"
     if p.offload_optimizer:
         where += ", optimizer offloaded to CPU"
-    return [line((e.trace.model, "bold"), ", ".join(parts)), Text(where)]
+    return [line((e.trace.model, "bold"), ", ".join(parts)), Text(where), Text(params_text(e.trace))]
 
 
 def _breakdown(e: MemoryEstimate, wide: bool) -> Table:
@@ -91,6 +102,8 @@ def print_fit(r: FitReport, wide: bool = False) -> None:
     e = r.estimate
     for ln in _headline(e, r):
         say(ln)
+    for w in coverage_warnings([e.trace], memory=True):
+        say(("warning", "yellow"), f": {w}", wrap=True)
     if wide:
         print_wide(_breakdown(e, wide))
     else:
@@ -128,7 +141,7 @@ def print_fit(r: FitReport, wide: bool = False) -> None:
     if e.outside:
         say(("outside the validated ground", "yellow"), ": " + "; ".join(e.outside)
             + " (the band comes from other classes of workload)")
-    for k, v in e.assumptions.items():
+    for k, v in merged_assumptions(e.assumptions, e.trace).items():
         say(f"assumption {k}: {v}")
     for n in e.notes:
         say(f"note: {n}")

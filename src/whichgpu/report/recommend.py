@@ -4,13 +4,48 @@ the assumptions."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 
 from whichgpu.recommend.rank import Config
 from whichgpu.recommend.result import Recommendation
 from whichgpu.report.console import Table, compact_table, console, print_wide, say
+from whichgpu.report.workload import (
+    active_params,
+    coverage_document,
+    coverage_warnings,
+    model_assumptions,
+    params_text,
+)
 from whichgpu.units import GB, fmt_si, fmt_time, fmt_usd
+from whichgpu.workload.trace import Trace
+
+
+def recommend_document(rec: Recommendation, traced: Trace | None = None) -> dict[str, Any]:
+    """The recommendation's JSON (schema whichgpu.recommend/1): `Recommendation.to_dict` with, for
+    each workload of the top row, the model's active parameters, attention variant, routing and
+    attention assumptions, and the coverage of its cost formulas. With no row (nothing can run
+    the job), a single workload's model facts come from `traced`, a trace of it."""
+    d = rec.to_dict()
+    runs = rec.rows[0].runs if rec.rows else []
+    traces = [r.pred.trace for r in runs] or ([traced] if traced is not None and len(d["workloads"]) == 1 else [])
+    for w, t in zip(d["workloads"], traces, strict=False):
+        w.setdefault("params", t.params)
+        w.update(active_params=active_params(t), attention=t.shape.attention or None,
+                 assumptions=model_assumptions(t), coverage=coverage_document(t))
+    return d
+
+
+def _model_lines(rec: Recommendation, traced: Trace | None = None) -> list[str]:
+    """Each workload's parameters ("46.70B parameters, 12.88B active per token"), named when
+    several, from the top row's traces (or `traced` when no row can run a single workload)."""
+    runs = rec.rows[0].runs if rec.rows else []
+    if not runs and traced is not None and len(rec.request.workloads) == 1:
+        return [params_text(traced)]
+    if len(runs) == 1:
+        return [params_text(runs[0].pred.trace)]
+    return [f"{r.workload.label}: {params_text(r.pred.trace)}" for r in runs]
 
 
 def _price(c: Config, mode: str) -> str:
@@ -121,7 +156,7 @@ def _wide_table(rec: Recommendation, top: int) -> Table:
     return t
 
 
-def print_recommendation(rec: Recommendation, top: int, wide: bool = False) -> None:
+def print_recommendation(rec: Recommendation, top: int, wide: bool = False, traced: Trace | None = None) -> None:
     """The ranking. The default table fits 80-120 columns (rank, GPU, count, the objective's
     figure, why); `wide` adds precision, speed, likely range, prices, break-even and memory at
     full width."""
@@ -131,6 +166,11 @@ def print_recommendation(rec: Recommendation, top: int, wide: bool = False) -> N
     say(f"{req.cost.describe()}; objective: ", (req.objective, "bold"),
         (f"; budget {fmt_usd(req.budget_usd)}" if req.budget_usd is not None else "")
         + (f"; job: {req.job.describe()}" if req.job.given else ""))
+    runs = rec.rows[0].runs if rec.rows else []
+    for text in _model_lines(rec, traced):
+        say(text)
+    for w in coverage_warnings(t for r in runs for t in (r.pred.prefill_trace, r.pred.trace) if t is not None):
+        say(("warning", "yellow"), f": {w}", wrap=True)
     if wide:
         print_wide(_wide_table(rec, top))
     else:
@@ -157,3 +197,6 @@ def print_recommendation(rec: Recommendation, top: int, wide: bool = False) -> N
         say(f"note: {n}")
     for k, v in rec.assumptions.items():
         say((f"assumption {k}: {v}", "dim"))
+    for run in runs:
+        for k, v in model_assumptions(run.pred.trace).items():
+            say((f"assumption {k}" + (f" ({run.workload.label})" if len(runs) > 1 else "") + f": {v}", "dim"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from whichgpu.report.console import Table, console, say
+from whichgpu.report.workload import active_params, coverage_document, coverage_warning
 from whichgpu.units import fmt_bytes, fmt_count, fmt_flops
 from whichgpu.workload.trace import Trace, summarize
 
@@ -18,17 +19,16 @@ def _workload(t: Trace) -> dict[str, Any]:
 
 def trace_document(t: Trace, by: str = "category") -> dict[str, Any]:
     groups = summarize(t.ops, by)
-    cov = t.coverage()
     return {
         "workload": _workload(t),
         "params": t.params, "trainable_params": t.trainable_params, "param_bytes": t.param_bytes,
+        "active_params": active_params(t),
         "totals": {"flops": t.total_flops(), "bytes": t.total_bytes(), "kernels": t.kernel_count(),
                    "intensity_flop_per_byte": t.total_flops() / max(t.total_bytes(), 1.0)},
         "by_phase": {ph: {"flops": t.total_flops(ph), "bytes": t.total_bytes(ph)} for ph in ("forward", "backward", "optimizer")},
         "group_by": by,
         "groups": {k: {**v, "intensity_flop_per_byte": v["flops"] / v["bytes"] if v["bytes"] else None} for k, v in groups.items()},
-        "coverage": {"ops": cov["ops"], "bytes": cov["bytes"], "unmodelled_ops": cov["unmodelled_ops"],
-                     "unmodelled_names": cov["unmodelled_names"]},
+        "coverage": coverage_document(t),
         # "model_meta": the same facts under their first name (and experts_per_token for active_experts).
         "repeats": t.repeats, "model_shape": t.shape.to_dict(),
         "model_meta": {**t.shape.to_dict(), "experts_per_token": t.shape.active_experts}, "notes": t.notes,
@@ -51,7 +51,9 @@ def print_trace(t: Trace, by: str, top: int) -> None:
         f"{', optimizer ' + t.optimizer if t.task == 'train' else ''}"
         f"{', 2:4 sparse' if t.sparsity != 'none' else ''}", wrap=True)
     say(f"parameters {fmt_count(t.params)} ({t.params:,}; {fmt_bytes(t.param_bytes)} as stored), "
-        f"trainable {fmt_count(t.trainable_params)}", wrap=True)
+        f"trainable {fmt_count(t.trainable_params)}"
+        + (f", {fmt_count(t.shape.active_params)} active per token" if 0 < t.shape.active_params < t.params else "")
+        + (f"; attention {t.shape.attention}" if t.shape.attention else ""), wrap=True)
     tf, tb = t.total_flops(), t.total_bytes()
     say(f"per step: {fmt_flops(tf)}, {fmt_bytes(tb)} moved, {t.kernel_count():,.0f} kernels, "
         f"intensity {tf / max(tb, 1):.1f} FLOP/byte; {w['samples_per_step']} samples"
@@ -77,9 +79,14 @@ def print_trace(t: Trace, by: str, top: int) -> None:
                   f"{v['kernels']:,.0f}")
     console.print(g)
     cov = t.coverage()
-    names = list(cov["unmodelled_names"])  # type: ignore[call-overload]
+    names = list(cov["unmodelled_names"])
+    flops = cov["flops_uncovered"]
     say(f"coverage: {100 * cov['ops']:.1f}% of ops and {100 * cov['bytes']:.1f}% of bytes have a FLOP formula"
+        + (f"; the traced matmuls do {100 * (1 - flops):.1f}% of the shape's matmul work" if flops is not None else "")
         + (f"; unmodelled: {', '.join(names)}" if names else ""), wrap=True)
+    warning = coverage_warning(cov)
+    if warning is not None:
+        say(("warning", "yellow"), f": {warning}", wrap=True)
     if t.repeats:
         say("repeated blocks traced once: " + ", ".join(f"{k} x{v + 1}" for k, v in t.repeats.items()), wrap=True)
     for n in t.notes:

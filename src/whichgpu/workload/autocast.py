@@ -83,6 +83,12 @@ class PolicyMode(TorchFunctionMode):
         if func is F.dropout or func is torch.dropout:
             return self._dropout(*args, **kwargs)
         low = self.low
+        if low is not None and func in _low_precision_custom_ops():
+            # whichgpu's fused attention and grouped expert GEMM: their tensor inputs (not the
+            # attention sinks, which the kernel reads in FP32) run in the low-precision type.
+            n = 3 if func is torch.ops.whichgpu.attention else 2
+            args = tuple(self._cast(a, low) if i < n else a for i, a in enumerate(args))
+            return func(*args, **kwargs)
         if low is not None:
             name = getattr(func, "__name__", "")
             if name in LOW_PRECISION:
@@ -114,6 +120,12 @@ class PolicyMode(TorchFunctionMode):
             attn_mask = attn_mask.to(query.dtype)
         out, _lse = torch.ops.whichgpu.attention(query, key, value, attn_mask, bool(is_causal))
         return out  # type: ignore[no-any-return]
+
+
+def _low_precision_custom_ops() -> tuple[Any, ...]:
+    import whichgpu.workload.ops  # noqa: F401  (defines the ops)
+
+    return (torch.ops.whichgpu.attention, torch.ops.whichgpu.grouped_mm)
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:

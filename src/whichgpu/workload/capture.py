@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
-from whichgpu.errors import CaptureError
+from whichgpu.errors import BatchTooSmallError, CaptureError
 from whichgpu.workload.autocast import PolicyMode
 from whichgpu.workload.finalize import finalize, mem_events
 from whichgpu.workload.nodynamo import preresolve_dynamo_shims
@@ -41,13 +41,15 @@ _HEADS = ("lm_head", "output", "embed_out")
 
 def quantized_storages(model: nn.Module, precision: Precision) -> set[int]:
     """Storages of the parameters a weight-only / FP8 inference format stores quantised: the
-    weights of every nn.Linear, except the output head unless the format quantises it too
-    (GPTQ, AWQ and TensorRT-LLM FP8 keep the head in 16 bits; gpt-fast and GGUF quantise it),
-    and the embedding table when the format quantises it (GGUF)."""
+    weights of every nn.Linear and the stacked routed experts', except the output head unless
+    the format quantises it too (GPTQ, AWQ and TensorRT-LLM FP8 keep the head in 16 bits;
+    gpt-fast and GGUF quantise it), and the embedding table when the format quantises it (GGUF)."""
     if not precision.weight_bits:
         return set()
     out: set[int] = set()
     for name, mod in model.named_modules():
+        for pname in getattr(mod, "QUANTIZED", ()):  # stacked expert weights (zoo/llm/modern.py Experts)
+            out.add(getattr(mod, pname).untyped_storage()._cdata)
         w = getattr(mod, "weight", None)
         if not isinstance(w, nn.Parameter):
             continue
@@ -163,7 +165,12 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
     # Inputs (including KV caches written in place) and buffers exist before the step.
     state.external = {t.untyped_storage()._cdata for t in input_tensors} | {
         b.untyped_storage()._cdata for b in model.buffers()}
-    input_bytes = sum(t.untyped_storage().nbytes() for t in {t.untyped_storage()._cdata: t for t in input_tensors}.values())
+    # The KV cache is not an input here: the memory model sizes it for the full model (every
+    # layer, sliding windows, latent caches) from the trace's shape.
+    kv_ids = ({t.untyped_storage()._cdata for t in tree_flatten(inputs.get(built.kv_key))[0] if isinstance(t, torch.Tensor)}
+              if built.kv_key and isinstance(inputs, dict) else set())
+    input_bytes = sum(t.untyped_storage().nbytes() for sid, t in {t.untyped_storage()._cdata: t for t in input_tensors}.items()
+                      if sid not in kv_ids)
     for t in input_tensors:
         if t.device.type != "meta":
             raise CaptureError(f"example input of shape {tuple(t.shape)} is on {t.device}, not 'meta'; "
@@ -206,7 +213,13 @@ def capture(built: Built, *, name: str, task: str, precision: Precision, optimiz
         raise
     except NotImplementedError as e:
         raise CaptureError(f"model {name!r} uses an op that cannot run on the meta device: {_first_line(e)}") from None
-    except Exception as e:  # the model's own code raised (ValueError, TypeError, ...)
+    except ValueError as e:
+        if "more than 1 value per channel when training" in str(e):  # torch's batch-norm check
+            raise BatchTooSmallError(f"model {name!r} cannot train at batch {batch_size}: batch norm needs more "
+                                     "than one value per channel (use a batch of 2 or more)", batch_size + 1) from None
+        raise CaptureError(f"model {name!r} failed to trace at batch {batch_size}: "
+                           f"{type(e).__name__}: {_first_line(e)}") from None
+    except Exception as e:  # the model's own code raised (TypeError, RuntimeError, ...)
         raise CaptureError(f"model {name!r} failed to trace at batch {batch_size}: "
                            f"{type(e).__name__}: {_first_line(e)}") from None
 

@@ -79,6 +79,28 @@ def _scaled_mm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
     return Cost(mm_flops(m, n, k), "matmul", mm=(1, m, n, k), matmul_dtype_from=0)
 
 
+@register("aten._grouped_mm")
+def _grouped_mm(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Cost:
+    """torch._grouped_mm(mat_a, mat_b, offs): G GEMMs whose rows (or contraction) are split by
+    `offs`. FLOPs do not depend on how the rows are split: 2 x rows x N x K in total. The GEMM
+    shape assumes the rows are spread evenly over the groups (balanced routing)."""
+    a, b = _shape(args[0]), _shape(args[1])
+    if len(a) == 2 and len(b) == 3:  # (M, K) x (G, K, N) -> (M, N): an MoE forward
+        g, m, k, n = b[0], a[0], a[1], b[2]
+        flops, mm = mm_flops(m, n, k), (g, max(1, m // max(g, 1)), n, k)
+    elif len(a) == 3 and len(b) == 2:  # (G, M, K) x (K, N_total) -> (M, N_total)
+        g, m, k, n = a[0], a[1], a[2], b[1]
+        flops, mm = mm_flops(m, n, k), (g, m, max(1, n // max(g, 1)), k)
+    elif len(a) == 2 and len(b) == 2:  # (K, M_total) x (M_total, N) -> (G, K, N): a weight gradient
+        osh = _shape(out)
+        g, k, m, n = osh[0], a[0], a[1], b[1]
+        flops, mm = mm_flops(k, n, m), (g, k, n, max(1, m // max(g, 1)))
+    else:  # (G, M, K) x (G, K, N): batched
+        g, m, k, n = a[0], a[1], a[2], b[2]
+        flops, mm = mm_flops(m, n, k, g), (g, m, n, k)
+    return Cost(flops, "matmul", mm=mm, matmul_dtype_from=0, tags=(f"experts={g}",))
+
+
 def _conv_args(args: Sequence[Any]) -> tuple[Any, Any, bool, int]:
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     return args[0], args[1], bool(args[6]), int(args[8])

@@ -153,7 +153,7 @@ class Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 if key in seen:
                     continue
                 seen.add(key)
-                b = _touched_bytes(t)
+                b = _touched_bytes(t) * (cost.read_share[i] if i < len(cost.read_share) else 1.0)
                 if cd in s.kv_storages:
                     b *= s.kv_storages[cd]  # a KV cache stored narrower than the activations
                 if cd in s.param_storages:

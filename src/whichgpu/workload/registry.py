@@ -27,6 +27,9 @@ class Cost:
     bytes_written: float | None = None  # None: generic (outputs written once)
     tags: tuple[str, ...] = ()
     matmul_dtype_from: int | None = None  # index of the arg whose dtype sets the compute dtype
+    # Share of each tensor input (in argument order) the kernel reads, when not all of it: a
+    # sliding window reads the keys in reach, a grouped GEMM the weights of experts with rows.
+    read_share: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -111,7 +114,7 @@ def kind_of(full: str, packet: str, is_pointwise: bool) -> OpKind | None:
 register(
     "view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute", "expand",
     "unsqueeze", "squeeze", "slice", "select", "detach", "alias", "as_strided", "split",
-    "split_with_sizes", "unbind", "chunk", "narrow", "diagonal", "unflatten", "lift_fresh",
+    "split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "unbind", "chunk", "narrow", "diagonal", "unflatten", "lift_fresh",
     "view_as_real", "view_as_complex", "_nested_view_from_buffer", "numpy_T", "expand_as",
     "unfold", "movedim", "lift", "set_", "resize_", "_local_scalar_dense", "is_same_size",
     "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "_to_copy_meta",
@@ -162,7 +165,7 @@ register(
 # Gathers and scatters without an adapter below (those with one name their category there).
 register(
     "_embedding_bag", "embedding_backward", "scatter_reduce", "masked_select", "nonzero",
-    "gather_backward",
+    "gather_backward", "index_fill",
     category="embedding")
 
 # Pointwise FLOPs per output element (ops with aten's pointwise tag and not listed: 1; in-place
@@ -179,7 +182,7 @@ register("exp", "exp2", "expm1", "log", "log1p", "log2", "sin", "cos", "pow", "h
 register("sigmoid", category="pointwise", flops_per_element=5)
 register("tanh", "silu", category="pointwise", flops_per_element=6)
 register("erf", "softplus", category="pointwise", flops_per_element=8)
-register("silu_backward", category="pointwise", flops_per_element=9)
+register("silu_backward", "softplus_backward", category="pointwise", flops_per_element=9)
 register("gelu", "erfinv", category="pointwise", flops_per_element=10)
 register("mish", category="pointwise", flops_per_element=12)
 register("gelu_backward", category="pointwise", flops_per_element=14)

@@ -58,6 +58,32 @@ class ModelShape:
     kv_bytes: float | None = None
     """Bytes a cached key/value is stored in when not the activations' dtype (an FP8 KV cache: 1);
     None: the activations' dtype."""
+    qk_head_dim: int = 0
+    """Width of a query/key head when not ``head_dim`` (multi-head latent attention: 192); 0: head_dim."""
+    v_head_dim: int = 0
+    """Width of a value head when not ``head_dim``; 0: head_dim."""
+    kv_values: int = 0
+    """Values one token keeps per layer in the KV cache when not ``2 x kv_heads x head_dim``
+    (multi-head latent attention: the latent and the rotary key, 576 for DeepSeek-V3); 0: that."""
+    sliding_window: int = 0
+    """The local layers' attention window (Mistral, Gemma-2/3, gpt-oss); 0: every layer global."""
+    sliding_layers: int = 0
+    """Layers that attend within ``sliding_window`` (their KV cache holds at most that many positions)."""
+    matmul_params: int = 0
+    """Block matmul weights one token goes through (routed experts: its top-k; router and shared
+    experts included), this rank's; 0: derived from the widths (older traces)."""
+    block_params: int = 0
+    """Block matmul weights of every expert, this rank's; 0: derived from the widths."""
+    active_params: int = 0
+    """Parameters of the full model one token uses (total minus the routed experts it skips;
+    equal to the total for a dense model); 0: not known."""
+    attention: str = ""
+    """The attention variant in words ("GQA 32/8, sliding window 4096 on 24 of 48 layers"), for reports."""
+
+    @property
+    def kv_per_token_layer(self) -> int:
+        """Values cached per token per layer (see ``kv_values``)."""
+        return self.kv_values or 2 * self.kv_heads * self.head_dim
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,7 +1,7 @@
 """The trace: a hardware-independent record of one training or inference step.
 
 Torch-free. Produced by `workload.capture`, consumed by `perf/`, `memory/`, `parallel/`.
-Serialised to JSON (schema ``whichgpu.trace/2``) for the on-disk cache.
+Serialised to JSON (schema ``whichgpu.trace/3``) for the on-disk cache.
 
 An `Op` is one aten call (or a synthetic optimizer / loss-scaling kernel) with its FLOPs and
 bytes. ``count`` is how many times it occurs per step: ops of a repeated block (transformer
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from whichgpu.workload.shape import ModelShape
 
@@ -20,7 +21,8 @@ __all__ = ["CATEGORIES", "FUSIBLE_CATEGORIES", "PHASES", "SCHEMA", "MemEvent", "
 
 # Version of the on-disk trace format: a cached trace of another version is recaptured.
 # 2: `Trace.shape` (a ModelShape) replaces the `model_meta` dict.
-SCHEMA = "whichgpu.trace/2"
+# 3: ModelShape describes today's attention and MoE variants; `input_bytes` leaves out the KV cache.
+SCHEMA = "whichgpu.trace/3"
 
 CATEGORIES: tuple[str, ...] = (
     "matmul",      # mm/bmm/addmm/linear: tensor-core eligible GEMMs
@@ -147,20 +149,71 @@ class Trace:
     def kernel_count(self) -> float:
         return sum(o.kernels * o.count for o in self.ops)
 
-    def coverage(self) -> dict[str, float]:
-        """Share of ops / math ops / bytes that have a FLOP formula."""
+    def coverage(self) -> dict[str, Any]:
+        """How much of the step has a cost formula (an op without one counts zero FLOPs).
+
+        ops, bytes: the shares of the ops (by occurrence) and of their bytes that have a formula;
+        unmodelled_ops, unmodelled_names: the ops that have none; bytes_uncovered: their bytes
+        over all bytes (1 - bytes).
+
+        flops_uncovered: how far the traced GEMM FLOPs fall short of the matmul work the model's
+        shape implies, as a share of that work (0 when they reach it; None without a transformer
+        description). The work is PaLM's (appendix B) without its attention term: 2 N FLOPs per
+        token forward, x3 for a training step (backward = input and weight gradients), x2 under
+        LoRA/QLoRA (a frozen base has no weight gradients); N = `perf.mfu.matmul_params_per_token`
+        (the weights a token goes through, routed experts its top-k), the LM head once per sample
+        in a prefill (which computes the logits of the last position only). Traced: the matmul and conv
+        ops of forward and backward, recomputation left out. Fused attention kernels are left out
+        on both sides (their work depends on masks and windows the shape gives only in words);
+        eager attention's batched matmuls are matmul ops, which can only lower the shortfall.
+        Routed experts' grouped GEMMs that have a formula count on both sides as traced: their
+        rows follow the routing (a capacity factor pads or drops them), not the shape. A grouped
+        GEMM or projection with no formula shows here. flops_expected, flops_traced: the two sides.
+        """
         real = [o for o in self.ops if o.category != "view"]
         n = sum(o.count for o in real) or 1
         n_mod = sum(o.count for o in real if o.modelled)
-        b = sum(o.total_bytes for o in real) or 1.0
-        b_mod = sum(o.total_bytes for o in real if o.modelled)
+        b = sum(o.total_bytes for o in real)
+        b_unmod = sum(o.total_bytes for o in real if not o.modelled)
         unmodelled = sorted({o.name for o in real if not o.modelled})
+        gemms = [o for o in real if o.category in ("matmul", "conv") and o.phase in ("forward", "backward")
+                 and "recompute" not in o.tags]
+        traced = sum(o.total_flops for o in gemms)
+        expected = self.expected_matmul_flops(sum(o.total_flops for o in gemms if o.modelled and _routed(o)))
         return {
             "ops": n_mod / n,
-            "bytes": b_mod / b,
+            "bytes": 1.0 - b_unmod / b if b else 1.0,
             "unmodelled_ops": float(n - n_mod),
-            "unmodelled_names": unmodelled,  # type: ignore[dict-item]
+            "unmodelled_names": unmodelled,
+            "bytes_uncovered": b_unmod / b if b else 0.0,
+            "flops_expected": expected,
+            "flops_traced": traced,
+            "flops_uncovered": max(0.0, expected - traced) / expected if expected else None,
         }
+
+    def expected_matmul_flops(self, routed_flops: float = 0.0) -> float | None:
+        """The weight-matmul FLOPs of this step that the model's shape implies (see `coverage`);
+        None without a transformer description or tokens. `routed_flops`: the traced FLOPs of the
+        routed experts' GEMMs, which then replace the shape's share of those experts."""
+        # torch-free; imported here as perf imports this module
+        from whichgpu.perf.mfu import matmul_params_per_token
+
+        n = matmul_params_per_token(self.shape)
+        if n is None or not self.tokens:
+            return None
+        passes = 1.0
+        if self.task == "train":
+            passes = 2.0 if (self.finetune or "full").split()[0] in ("lora", "qlora") else 3.0
+        s = self.shape
+        work = n * self.tokens
+        if self.phase == "prefill":  # logits of the last position only: the LM head once per sample
+            head = s.vocab * s.hidden / (s.tp if s.tp > 1 and s.tp_head else 1)  # as perf.mfu counts it
+            work -= head * (self.tokens - self.samples)
+        if routed_flops and s.experts > s.active_experts > 0 and s.block_params > s.matmul_params > 0:
+            # every expert's weights less the top-k's = (E - k) experts' worth; a token uses k of them
+            routed = s.active_experts * (s.block_params - s.matmul_params) / (s.experts - s.active_experts)
+            return 2.0 * (work - routed * self.tokens) * passes + routed_flops
+        return 2.0 * work * passes
 
     # ---- serialisation -----------------------------------------------------------------
 
@@ -204,6 +257,11 @@ class Trace:
         ev = [MemEvent(op_index=e[0], delta=e[1], sid=e[2], role=st[e[3]], block=st[e[4]]) for e in d.pop("mem_events")]
         shape = ModelShape.from_dict(d.pop("shape"))
         return cls(ops=ops, mem_events=ev, shape=shape, **d)
+
+
+def _routed(o: Op) -> bool:
+    """A routed experts' grouped GEMM (its formula tags it with the expert count)."""
+    return any(t.startswith("experts=") for t in o.tags)
 
 
 def summarize(ops: Iterable[Op], by: str = "category") -> dict[str, dict[str, float]]:

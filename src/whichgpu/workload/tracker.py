@@ -39,7 +39,13 @@ class Tracker:
         self._handles = []
 
     def _name(self, mod: nn.Module) -> str:
-        return self.names.get(id(mod), type(mod).__name__)
+        """The module's path in the model; a module the model does not register (created on the
+        fly, e.g. transformers' ACT2FN activations) is named under the module running it, so its
+        ops stay inside that block (and count as often as it repeats)."""
+        name = self.names.get(id(mod))
+        if name is not None:
+            return name
+        return f"{self.stack[-1]}.{type(mod).__name__}" if self.stack else type(mod).__name__
 
     def _pre(self, mod: nn.Module, args: Any) -> None:
         self.stack.append(self._name(mod))

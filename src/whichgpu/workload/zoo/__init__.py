@@ -22,7 +22,7 @@ from whichgpu.workload.zoo.base import BuildRequest, Built, ZooEntry
 __all__ = ["BuildRequest", "Built", "ZooEntry", "all_entries", "get_entry", "is_zoo_name", "load_entries"]
 
 ENTRIES_DIR = Path(__file__).with_name("entries")
-ENTRY_FILES = ("vision", "seq", "decoders", "transformers")  # the order `whichgpu models` lists
+ENTRY_FILES = ("vision", "seq", "decoders", "modern", "transformers", "encdec")  # the order `whichgpu models` lists
 _FIELDS = frozenset(f.name for f in fields(ZooEntry))
 
 
@@ -59,7 +59,7 @@ def load_entries(name: str) -> tuple[ZooEntry, ...]:
     """The entries of `entries/<name>.toml`, in file order."""
     path = ENTRIES_DIR / f"{name}.toml"
     data = read_toml(path)
-    return tuple(_entry(path, data.get("defaults", {}), m) for m in data["model"])
+    return tuple(_entry(path, data.get("defaults", {}), m) for m in data.get("model", []))
 
 
 @lru_cache(maxsize=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -213,3 +214,36 @@ def build_sd_unet(req: BuildRequest, config: str) -> Built:
     return Built(model, inputs, loss_fn if req.task == "train" else None, {}, samples=b,
                  full_params=sum(p.numel() for p in model.parameters()),
                  notes=["one denoising step of the UNet (inference: multiply by the number of sampling steps)"])
+
+
+# ---- encoder-decoder, speech and hybrid models through the generic transformers path -------------
+
+# The class each packaged config is built as (the hub config of bart-large names BartModel, the
+# bare encoder-decoder; fine-tuning and generation use the LM head, tied to the embedding).
+SEQ2SEQ_CLASSES = {"t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration",
+                   "whisper": "WhisperForConditionalGeneration"}
+CAUSAL_LM_CLASSES = {"nemotron_h": "NemotronHForCausalLM"}
+TARGET_LEN = 128  # default target tokens of the text encoder-decoders (run_summarization.py's max_target_length)
+
+
+def build_seq2seq(req: BuildRequest, config: str) -> Built:
+    """T5 / BART / Whisper from the packaged config, built by transformers (`hf.build_transformers`):
+    an encoder pass over the source and a decoder pass over the target. Text models take a
+    target of 128 tokens unless the option ``target_len`` says otherwise; Whisper's source is 30 s
+    of log-mel features and the sequence length is the target's."""
+    from whichgpu.workload.hf import build_transformers
+
+    cfg = load_packaged_config(config)
+    mt = cfg["model_type"]
+    if mt != "whisper" and req.option("target_len") is None:
+        req = replace(req, options=(*req.options, ("target_len", TARGET_LEN)))
+    return build_transformers(cfg, req, config, SEQ2SEQ_CLASSES[mt])
+
+
+def build_causal_lm(req: BuildRequest, config: str) -> Built:
+    """A decoder the in-house definitions do not cover (Nemotron-H's Mamba-2 hybrid), built by
+    transformers from the packaged config with its LM head."""
+    from whichgpu.workload.hf import build_transformers
+
+    cfg = load_packaged_config(config)
+    return build_transformers(cfg, req, config, CAUSAL_LM_CLASSES.get(cfg["model_type"]))

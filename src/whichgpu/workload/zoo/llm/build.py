@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,52 @@ def build_decoder(cfg: dict[str, Any], req: BuildRequest, path: str = "config.js
     return build_from_args(a, req, float(cfg.get("rope_theta", 10000.0)))
 
 
+def templates(a: DecoderArgs, truncate: bool) -> tuple[list[int], dict[int, int]]:
+    """The layers to build and how many times each stands for another: every layer, or (truncated)
+    at most two of each kind of layer (same window, dense or routed MLP), the second of a kind
+    repeated for the rest of that kind. Returns (layer indices, {position in the built list: extra
+    copies})."""
+    if not truncate:
+        return list(range(a.layers)), {}
+    kinds = a.kinds()
+    built: list[int] = []
+    extra: dict[int, int] = {}
+    for kind in dict.fromkeys(kinds):
+        members = [i for i, k in enumerate(kinds) if k == kind]
+        built.extend(members[:2])
+        if len(members) > 2:
+            extra[len(built) - 1] = len(members) - 2
+    return built, extra
+
+
+def moe_options(req: BuildRequest) -> tuple[float, float]:
+    """(capacity factor, skew) of the request's routing assumption (see zoo/llm/modern.py)."""
+    capacity = float(req.option("moe_capacity", 0.0) or 0.0)
+    skew = float(req.option("moe_skew", 1.0) or 1.0)
+    if capacity < 0 or not math.isfinite(capacity):
+        raise InputError(f"expert capacity factor must be > 0 (or 0 for dropless), got {capacity:g}", field="moe_capacity")
+    if skew < 1 or not math.isfinite(skew):
+        raise InputError(f"expert load skew must be >= 1 (1 = balanced), got {skew:g}", field="moe_skew")
+    return capacity, skew
+
+
+def _routing_note(a: DecoderArgs, tokens: int) -> str:
+    """The routing assumption in words, with the tokens a capacity factor drops under the skew."""
+    routed = tokens * a.experts_per_token
+    mean = routed / a.experts
+    what = (f"MoE: {a.experts} routed experts, top-{a.experts_per_token}"
+            + (f", {a.shared_experts} shared" if a.shared_experts else "")
+            + f"; {routed} routed rows per MoE layer")
+    if a.moe_capacity:
+        cap = math.ceil(a.moe_capacity * mean)
+        dropped = max(0.0, a.moe_skew * mean - cap)
+        return (what + f", capacity factor {a.moe_capacity:g}: every expert computes {cap} rows (padding included)"
+                + (f"; skew {a.moe_skew:g} drops {dropped:.0f} rows ({100 * dropped / routed:.1f}%) at the busiest expert"
+                   if dropped else ""))
+    skew = f" (skew {a.moe_skew:g}: the busiest expert gets {a.moe_skew * mean:.0f})" if a.moe_skew > 1 else ""
+    return what + f", balanced, dropless: {mean:.1f} rows per expert on average{skew}"
+
+
 def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -> Built:
     b = req.batch_size
     if b <= 0:
@@ -38,19 +86,30 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
     tp = int(req.option("tp", 1))
     if tp < 1:
         raise InputError(f"tensor parallelism must be >= 1, got {tp}", field="tp")
+    capacity, skew = moe_options(req)
+    a = replace(a, moe_capacity=capacity, moe_skew=skew)
+    full_active = a.params()[1] if a.family == "llama" else 0
     # Tensor parallelism: the trace is one rank's (its shards and the group's collectives).
     a = a.sharded(tp, split_head=req.option("tp_head", "sharded") == "sharded")
     kv_dtype = req.option("kv_dtype", "auto")
     if kv_dtype not in KV_BYTES:
         raise InputError(f"KV cache dtype must be one of {', '.join(KV_BYTES)}, got {kv_dtype!r}")
     kv_bytes = KV_BYTES[kv_dtype]
-    shape = a.shape(kv_bytes)
-    layers = min(a.layers, 2) if req.truncate_layers else a.layers
+    shape = replace(a.shape(kv_bytes), active_params=full_active)
+    if a.family == "llama":
+        layers, extra = templates(a, req.truncate_layers)
+        prefix = "model.layers"
+    else:
+        n = min(a.layers, 2) if req.truncate_layers else a.layers
+        layers, extra = list(range(n)), ({1: a.layers - 2} if n == 2 and a.layers > 2 else {})
+        prefix = "transformer.h"
     with torch.device("meta"):
         model = _model(a, layers, theta, eager)
-    prefix = "model.layers" if a.family == "llama" else "transformer.h"
-    repeats = {f"{prefix}.1": a.layers - 2} if layers == 2 and a.layers > 2 else {}
+    repeats = {f"{prefix}.{pos}": n for pos, n in extra.items()}
     full_params = _full_params(a)
+    notes = [_routing_note(a, b * (1 if req.phase == "decode" else (req.seq_len or 0)))] if a.experts else []
+    if a.family == "llama" and (a.layer_windows or a.mla or a.sinks or a.attn_softcap or a.qk_norm):
+        notes.append(f"attention: {a.attention_text()}")
     if req.phase == "decode":
         ctx = req.context if req.context is not None else (req.seq_len or 0)
         ctx_field = "context" if req.context is not None else "seq_len"  # the context defaults to seq_len
@@ -61,12 +120,11 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
         t = ctx + 1
         ids = torch.zeros(b, 1, dtype=torch.long, device="meta")
         pos = torch.full((1, 1), ctx, dtype=torch.long, device="meta")
-        cache = [(torch.empty(b, a.kv_heads, t, a.head_dim, device="meta"),
-                  torch.empty(b, a.kv_heads, t, a.head_dim, device="meta")) for _ in range(layers)]
+        cache = _caches(a, layers, b, t)
         cache_pos = torch.tensor([ctx], dtype=torch.long, device="meta")
         inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos}
         return Built(model, inputs, None, repeats, samples=b, tokens=b, full_params=full_params,
-                     notes=[f"decode one token per sequence with a static KV cache of {t} positions"],
+                     notes=[f"decode one token per sequence with a static KV cache of {t} positions", *notes],
                      shape=shape, kv_key="cache", kv_bytes=kv_bytes)
     s = req.seq_len or 0
     if s <= 0:
@@ -80,26 +138,41 @@ def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -
         inputs = {"input_ids": ids, "position_ids": pos}
         labels = torch.zeros(b, s, dtype=torch.long, device="meta")
         return Built(model, inputs, lambda out, _inp: causal_lm_loss(out, labels), repeats, samples=b,
-                     tokens=b * s, full_params=full_params, shape=shape)
+                     tokens=b * s, full_params=full_params, shape=shape, notes=notes)
     if req.phase == "prefill":
-        cache = [(torch.empty(b, a.kv_heads, s, a.head_dim, device="meta"),
-                  torch.empty(b, a.kv_heads, s, a.head_dim, device="meta")) for _ in range(layers)]
+        cache = _caches(a, layers, b, s)
         cache_pos = torch.zeros(s, dtype=torch.long, device="meta")
         inputs = {"input_ids": ids, "position_ids": pos, "cache": cache, "cache_pos": cache_pos, "last_only": True}
         return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params,
-                     notes=["prefill writes the KV cache and computes logits for the last position only"],
+                     notes=["prefill writes the KV cache and computes logits for the last position only", *notes],
                      shape=shape, kv_key="cache", kv_bytes=kv_bytes)
     inputs = {"input_ids": ids, "position_ids": pos}
-    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params, shape=shape)
+    return Built(model, inputs, None, repeats, samples=b, tokens=b * s, full_params=full_params, shape=shape,
+                 notes=notes)
 
 
-def _model(a: DecoderArgs, layers: int, theta: float, eager: bool) -> torch.nn.Module:
+def _caches(a: DecoderArgs, layers: list[int], b: int, t: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The static KV cache of each built layer for `t` positions: K and V per K/V head; a
+    sliding-window layer's holds its window only; MLA's one latent tensor serves as both."""
+    out = []
+    for i in layers:
+        if a.mla:
+            latent = torch.empty(b, 1, t, a.kv_lora_rank + a.qk_rope_dim, device="meta")
+            out.append((latent, latent))
+            continue
+        kept = min(t, a.window(i)) if a.window(i) else t
+        out.append((torch.empty(b, a.kv_heads, kept, a.head_dim, device="meta"),
+                    torch.empty(b, a.kv_heads, kept, a.head_dim, device="meta")))
+    return out
+
+
+def _model(a: DecoderArgs, layers: list[int], theta: float, eager: bool) -> torch.nn.Module:
     if a.family == "gpt2":
-        return GPT2Like(a, layers, eager)
+        return GPT2Like(a, len(layers), eager)
     if a.family == "gptj":
-        return GPTJLike(a, layers, eager)
+        return GPTJLike(a, len(layers), eager)
     if a.family == "falcon":
-        return FalconLike(a, layers, theta, eager)
+        return FalconLike(a, len(layers), theta, eager)
     return LlamaLike(a, layers, theta, eager)
 
 
@@ -119,21 +192,13 @@ def _parallel_params(a: DecoderArgs) -> int:
 
 
 def _full_params(a: DecoderArgs) -> int:
-    h, d = a.hidden, a.head_dim
+    h = a.hidden
     if a.family in ("gptj", "falcon"):
         return _parallel_params(a)
     if a.family == "gpt2":
         per = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * a.intermediate + a.intermediate) + (a.intermediate * h + h)
         return a.vocab * h + a.max_positions * h + a.layers * per + 2 * h
-    attn = h * a.heads * d + 2 * h * a.kv_heads * d + a.heads * d * h
-    if a.qkv_bias:
-        attn += a.heads * d + 2 * a.kv_heads * d
-    mlp = 3 * h * a.intermediate
-    if a.experts:
-        mlp = a.experts * 3 * h * a.intermediate + h * a.experts
-    per = attn + mlp + 2 * h
-    head = 0 if a.tie_embeddings and a.vocab_out == a.vocab else a.vocab_out * h
-    return a.vocab * h + a.layers * per + h + head
+    return a.params()[0]
 
 
 def build_packaged(req: BuildRequest, config_name: str) -> Built:
