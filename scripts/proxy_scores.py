@@ -114,8 +114,8 @@ def foundry_rows(root: Path, tmp: Path) -> Iterator[tuple[str, Scored | None]]:
 
 
 def serving_rows(root: Path, legacy: bool) -> Iterator[tuple[str, Scored | None]]:
-    models = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3-8b",
-              "meta-llama/Llama-3.1-70B": "llama-3-70b"}
+    models = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+              "meta-llama/Llama-3.1-70B": "llama-3.1-70b"}
     gpus = {"H100-SXM5-80GB": "h100-sxm5-80gb", "H200-SXM-141GB": "h200-sxm-141gb", "B200": "b200"}
     engines = {"vllm": "vllm", "sglang": "vllm", "trtllm": "tensorrt-llm"}
     seen: set[str] = set()

@@ -3,11 +3,15 @@
 `whichgpu::attention` stands for the fused attention kernel PyTorch picks on CUDA
 (FlashAttention for FP16/BF16, memory-efficient attention for FP32 or with a mask): one kernel
 reading Q, K, V (and the mask) and writing O and the log-sum-exp. It supports GQA/MQA natively
-(K/V with fewer heads are not expanded), as flash kernels do. `whichgpu::all_reduce` and
-`whichgpu::all_gather` are the collectives of a tensor-parallel group (NCCL or an engine's
-own), recorded with the group size so the performance model can price them on the system's
-links. These ops only ever run on ``meta`` tensors: their fake implementations give shapes,
-their costs live here and in `costs.py`.
+(K/V with fewer heads are not expanded), as flash kernels do, and the variants FlashAttention
+runs inside the kernel: a causal sliding window (only the keys in reach are computed and read),
+logit soft-capping and per-head attention sinks; and multi-head latent attention's absorbed
+form (V a slice of K's memory, read once). `whichgpu::grouped_mm` is the routed experts' grouped
+GEMM (vLLM's fused_moe, CUTLASS grouped GEMM), reading the weights of the experts that receive
+rows. `whichgpu::all_reduce` and `whichgpu::all_gather` are the collectives of a
+tensor-parallel group (NCCL or an engine's own), recorded with the group size so the performance
+model can price them on the system's links. These ops only ever run on ``meta`` tensors: their
+fake implementations give shapes, their costs live here and in `costs.py`.
 """
 
 from __future__ import annotations

@@ -74,6 +74,8 @@ def _routing_note(a: DecoderArgs, tokens: int) -> str:
         return (what + f", capacity factor {a.moe_capacity:g}: every expert computes {cap} rows (padding included)"
                 + (f"; skew {a.moe_skew:g} drops {dropped:.0f} rows ({100 * dropped / routed:.1f}%) at the busiest expert"
                    if dropped else ""))
+    if routed < a.experts:  # decode: fewer routed rows than experts
+        return what + f", balanced, dropless: {routed} of the {a.experts} experts get one row each"
     skew = f" (skew {a.moe_skew:g}: the busiest expert gets {a.moe_skew * mean:.0f})" if a.moe_skew > 1 else ""
     return what + f", balanced, dropless: {mean:.1f} rows per expert on average{skew}"
 
