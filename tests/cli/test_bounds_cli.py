@@ -20,7 +20,8 @@ from whichgpu.commands.common import bounded_parser
 # the least a command needs to get past argument parsing (the flag under test fails before it runs)
 REQUIRED: dict[str, list[str]] = {"estimate": ["gpt2"], "fit": ["gpt2"], "analyze": ["gpt2"],
                                   "validate": ["--data", "x.csv"], "recommend": [], "gpus": [], "systems": [],
-                                  "engines": [], "models": []}
+                                  "engines": [], "models": [], "plan": ["llama-3-8b"],
+                                  "validate-plan": ["--data", "x"]}
 BAD = ["nan", "inf", "-inf", "1e400", "99999999999999999999999", "abc", "", "-1"]
 
 

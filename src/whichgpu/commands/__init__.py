@@ -13,9 +13,11 @@ def register(app: typer.Typer) -> None:
         fit,
         gpus,
         models,
+        plan,
         recommend,
         systems,
         validate,
+        validate_plan,
     )
 
     app.add_typer(gpus.app, name="gpus")
@@ -27,3 +29,5 @@ def register(app: typer.Typer) -> None:
     fit.register(app)
     validate.register(app)
     recommend.register(app)
+    plan.register(app)
+    validate_plan.register(app)

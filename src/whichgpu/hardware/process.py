@@ -15,7 +15,7 @@ PROCESS_FILE = Path(__file__).with_name("process.toml")
 @dataclass(frozen=True)
 class Process:
     prefix: str
-    family: str  # the die family the power model has a figure for: volta, turing, ga100, ga10x, ada, hopper
+    family: str  # the die family the power model has a figure for: volta, turing, ga100, ga10x, ada, hopper, blackwell
     process: str  # the foundry process
     source: str
 

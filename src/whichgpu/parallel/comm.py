@@ -82,10 +82,14 @@ def ring_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, s
     if so is None:
         raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
                          f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
-    net = so.gbps_per_gpu * params.nccl_efficiency * 1e9
+    # NCCL runs one ring per network rail: each of the group's GPUs in a node drives its own NIC,
+    # so the bus bandwidth across nodes is the node's share of the group times the per-GPU network
+    # (4 nodes of 8x B200 with 50 GB/s EFA per GPU measured 382 GB/s all-reduce bus bandwidth,
+    # shared/validation/kernels.csv), capped by the link inside the node.
+    net = per_node * so.gbps_per_gpu * params.nccl_efficiency * 1e9
     lat = so.latency_us * 1e-6
     if net < intra.bytes_per_s:
-        return Link(net, lat, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU)")
+        return Link(net, lat, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU x {per_node} rail(s) per node)")
     return Link(intra.bytes_per_s, lat, intra.text)
 
 

@@ -20,7 +20,7 @@ from whichgpu.errors import InputError, NotModelledError, UnknownNameError
 
 Sharding = Literal["ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid", "fsdp-grad-op"]
 Recompute = Literal["none", "selective", "full"]
-Schedule = Literal["1f1b", "gpipe", "interleaved-1f1b"]
+Schedule = Literal["1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"]
 Overlap = Literal["max", "sum"]
 Offload = Literal["none", "optimizer"]
 
@@ -72,7 +72,14 @@ class Plan:
     """Activation recomputation: none, selective (attention core) or full (each block's forward
     again in backward); None = as the workload was traced."""
     schedule: Schedule = "1f1b"
-    """Pipeline schedule (with pp > 1): gpipe, 1f1b or interleaved-1f1b (needs vp > 1)."""
+    """Pipeline schedule (with pp > 1): gpipe, 1f1b, interleaved-1f1b (needs vp > 1), or the zero-bubble
+    schedules that split backward into input- and weight-gradient passes: zb-h1 (1F1B's memory),
+    zb-h2 (twice the warm-up), zb-v (two model chunks per rank in a V: vp = 2)."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism (with tp > 1): norms, dropout and residuals sharded over the
+    sequence; the all-reduces become reduce-scatter + all-gather (same bytes), activations / tp."""
+    tp_comm_overlap: bool = False
+    """Overlap the tensor-parallel collectives with the GEMMs (Megatron --tp-comm-overlap)."""
     engine: str = "pytorch"
     """Execution engine profile (hardware/engines/*.toml): eager PyTorch, torch.compile, CUDA
     graphs, TensorRT-LLM, llama.cpp, vLLM, ...: launch costs, fusion, kernels."""
@@ -182,10 +189,18 @@ class Plan:
         if self.offload != "none" and self.sharding == "ddp":
             raise InputError("optimizer offload is ZeRO-Offload / FSDP CPU offload: it needs a sharding of zero1, "
                              "zero2, zero3 or an fsdp mode (zero2 on a single GPU works)", field="offload")
+        if self.schedule == "zb-v" and self.vp != 2:
+            raise InputError(f"the zb-v schedule runs two model chunks per rank (vp 2), got vp {self.vp}", field="vp")
+        if self.sequence_parallel and self.tp < 2:
+            raise InputError("sequence parallelism shards along the tensor-parallel group: it needs tp >= 2",
+                             field="sequence_parallel")
         if self.schedule == "interleaved-1f1b" and self.vp < 2:
             raise InputError("the interleaved-1f1b schedule needs vp >= 2 virtual stages per rank", field="vp")
         if self.vp > 1 and self.pp < 2:
             raise InputError(f"vp {self.vp} virtual stages need pipeline parallelism (pp >= 2)", field="vp")
+        if self.vp > 1 and self.schedule not in ("interleaved-1f1b", "zb-v"):
+            raise InputError(f"vp {self.vp} virtual stages need the interleaved-1f1b or zb-v schedule, "
+                             f"not {self.schedule}", field="schedule")
         from whichgpu.hardware.engine import get_engine
 
         get_engine(self.engine)  # an unknown engine is a one-line error with suggestions

@@ -46,6 +46,7 @@ class PerfParams:
     w_per_tflops_ga10x: float
     w_per_tflops_ada: float
     w_per_tflops_hopper: float
+    w_per_tflops_blackwell: float
     ddp_overlap: float
     dp_jitter: float
     nccl_efficiency: float

@@ -1,0 +1,223 @@
+"""`whichgpu plan`: lay a decoder LLM's training out over many GPUs (tensor, pipeline, context,
+expert and data parallelism), simulate the pipeline schedule, rank the layouts, export the best."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from whichgpu import limits
+from whichgpu.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    SystemOpt,
+    emit_json,
+    get_catalog,
+    get_system,
+    gpu_names,
+    int_option,
+    system_for,
+)
+from whichgpu.errors import InputError, NoAnswerError
+
+
+def plan_cmd(
+    model: str = typer.Argument(..., help="A decoder LLM of the zoo (e.g. llama-3-70b) or a path to its config.json."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU name (id, product name or alias; default: the --system's GPU)."),
+    gpus: int = int_option(8, "--gpus", bound=limits.GPUS, help="GPUs of the job (tp x pp x cp x dp)."),
+    system: str = SystemOpt,
+    global_batch: int = int_option(None, "--global-batch", bound=limits.BATCH,
+                                   help="Sequences per optimizer step (default: 4 per GPU)."),
+    seq_len: int = int_option(None, "--seq-len", bound=limits.SEQ_LEN, help="Tokens per sequence (default: the model's)."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16 (Megatron --bf16: 16-bit weights, FP32 main "
+                                  "gradients and optimizer), fp16, fp8 (Transformer Engine FP8 GEMMs), amp-bf16 "
+                                  "(torch autocast, FP32 weights), fp32 or tf32."),
+    tp: int = int_option(None, "--tp", bound=limits.GPUS, help="Tensor-parallel degree (searched if not given)."),
+    pp: int = int_option(None, "--pp", bound=limits.GPUS, help="Pipeline-parallel degree (searched if not given)."),
+    vp: int = int_option(None, "--vp", bound=limits.GPUS, help="Virtual pipeline stages per rank (interleaved)."),
+    cp: int = int_option(None, "--cp", bound=limits.GPUS, help="Context-parallel degree (searched if not given)."),
+    ep: int = int_option(None, "--ep", bound=limits.GPUS, help="Expert-parallel degree, MoE models (searched if not given)."),
+    micro_batch: int = int_option(None, "--micro-batch", "--batch-size", "-b", bound=limits.BATCH,
+                                  help="Sequences per GPU per micro-batch (searched if not given)."),
+    sharding: str = typer.Option(None, "--sharding", help="ddp, zero1 (Megatron's distributed optimizer), zero2, zero3, "
+                                 "fsdp-full, fsdp-hybrid or fsdp-grad-op (searched if not given)."),
+    recompute: str = typer.Option(None, "--recompute", "--checkpointing",
+                                  help="Activation recomputation: none, selective or full (searched if not given)."),
+    schedule: str = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zb-h1, "
+                                 "zb-h2 or zb-v (searched if not given)."),
+    sequence_parallel: bool = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
+                                           help="Megatron sequence parallelism with tp > 1 (default: on)."),
+    tp_comm_overlap: bool = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
+                                         help="Overlap tensor-parallel collectives with GEMMs (default: with sequence "
+                                         "parallelism)."),
+    attention: str = typer.Option("flash", "--attention", help="flash (fused attention kernels) or unfused (score "
+                                  "GEMMs and a fused softmax, Megatron-LM before FlashAttention)."),
+    engine: str = typer.Option("megatron", "--engine", help="Engine profile for host launch costs (default megatron)."),
+    top: int = int_option(5, "--top", bound=limits.Bound(1, 100), help="Layouts to show."),
+    objective: str = typer.Option("time", "--objective", help="time (fastest step) or cost (cheapest step; with a "
+                                  "fixed GPU count the same order, with the price per step shown)."),
+    html: Path = typer.Option(None, "--html", help="Write a self-contained HTML report (Gantt chart, time split)."),
+    export: str = typer.Option(None, "--export", help="Write the best layout as megatron, deepspeed, torchtitan or "
+                               "torchrun configuration (with --out)."),
+    out: Path = typer.Option(None, "--out", help="File for --export."),
+    json_out: bool = JsonOpt,
+    catalog: str = CatalogOpt,
+) -> None:
+    """The top layouts that fit, each with step time, tokens/s, model TFLOP/s per GPU, MFU, the time
+    split (compute, exposed communication by kind, bubble, optimizer) and the worst rank's peak
+    memory; the closest layouts that do not fit, with the reason."""
+    from whichgpu.parallel.models import planner_model
+    from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
+    from whichgpu.parallel.planner import Context, Job
+    from whichgpu.parallel.search import Fixed, search
+
+    if objective not in ("time", "cost"):
+        raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
+    if attention not in ("flash", "unfused"):
+        raise InputError(f"attention must be 'flash' or 'unfused', got {attention!r}", field="attention")
+    for name, value, valid in (("sharding", sharding, SHARDINGS), ("recompute", recompute, RECOMPUTES),
+                               ("schedule", schedule, SCHEDULES)):
+        if value is not None and value not in valid:
+            from whichgpu.errors import UnknownNameError
+
+            raise UnknownNameError(name, value, valid, field=name)
+    if (export is None) != (out is None):
+        raise InputError("--export and --out go together: --export FORMAT --out FILE", field="export")
+    if export is not None:
+        from whichgpu.parallel.export import FORMATS
+
+        if export not in FORMATS:
+            from whichgpu.errors import UnknownNameError
+
+            raise UnknownNameError("export format", export, FORMATS, field="export")
+    model_id, args, default_seq = planner_model(model)
+    named = get_system(catalog, system)
+    g = get_catalog(catalog).get(gpu_names(gpu, named))
+    sys_ = system_for(g, named, catalog)
+    seq = seq_len or default_seq or 4096
+    gb = global_batch or 4 * gpus
+    if sys_.scaleout is None and gpus > sys_.gpus_per_node:
+        raise InputError(f"{gpus} GPUs do not fit in one {sys_.name} ({sys_.gpus_per_node} GPUs) and it has no "
+                         "scale-out network: pick a --system with one (see `whichgpu systems`)", field="system")
+    job = Job(model_id, args, g, sys_, gpus, gb, seq, precision, attention)
+    from whichgpu.workload.precision import get_precision
+
+    get_precision(precision, "train")  # a bad or inference-only precision is a one-line error
+    fixed = Fixed(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, sharding=sharding, recompute=recompute,
+                  schedule=schedule, sequence_parallel=sequence_parallel, tp_comm_overlap=tp_comm_overlap)
+    check_fixed(job, fixed)
+    base = Plan(engine=engine, precision=None)
+    base.validate()
+    ctx = Context.make(job)
+    res = search(job, fixed, base, top=top, objective=objective, ctx=ctx)
+    price = _rent(g)
+    if json_out:
+        from whichgpu.report.plan import plan_document
+
+        doc = plan_document(job, res, objective)
+        for item in doc["plans"] + doc["not_fitting"]:
+            if price is not None and item["step_s"]:
+                item["usd_per_step"] = gpus * item["step_s"] / 3600.0 * price
+        doc["usd_per_gpu_hour"] = price
+        emit_json("whichgpu.plan/1", doc)
+    else:
+        from whichgpu.report.plan import print_plan
+
+        print_plan(job, res)
+        if price is not None and res.best:
+            from whichgpu.report.console import say
+
+            say(f"cost of #1: ${gpus * res.best[0].step_s / 3600.0 * price:,.2f} per step at ${price:g} per GPU-hour "
+                f"(catalog rental price of {g.name})")
+    if html is not None:
+        _write_html(job, res, ctx, html)
+    if export is not None and out is not None and res.best:
+        from whichgpu.parallel.export import ExportJob
+        from whichgpu.parallel.export import export as do_export
+
+        best = res.best[0].plan
+        per_node = min(sys_.gpus_per_node, gpus)
+        text = do_export(export, ExportJob(model_id, args, best.with_(precision=precision), gb, seq, per_node,
+                                           max(1, gpus // per_node)))
+        try:
+            out.write_text(text)
+        except OSError as e:
+            raise InputError(f"cannot write {out}: {e.strerror}", field="out") from e
+    if not res.best:
+        why = res.not_fitting[0].reason if res.not_fitting else _no_layout_reason(res)
+        raise NoAnswerError(f"no layout of {model_id} fits on {gpus} x {g.name}: {why}")
+
+
+def _rent(g: Any) -> float | None:
+    from whichgpu.recommend.prices import catalog_prices
+
+    q = catalog_prices(g, dt.date.today()).rent
+    return q.usd
+
+
+def _no_layout_reason(res: Any) -> str:
+    if res.skipped:
+        parts = ", ".join(f"{n} by {k}" for k, n in sorted(res.skipped.items()))
+        return f"no valid split of the degrees ({parts} rejected)"
+    return "no valid split of the degrees"
+
+
+def check_fixed(job: Any, fixed: Any) -> None:
+    """Degrees the user gave must be possible on their own: one-line errors (exit 2)."""
+    a = job.args
+    prod = 1
+    for name in ("tp", "pp", "cp"):
+        v = getattr(fixed, name)
+        if v:
+            prod *= v
+    if job.gpus % prod:
+        raise InputError(f"the fixed degrees (tp x pp x cp = {prod}) do not divide --gpus {job.gpus}", field="gpus")
+    if fixed.tp and a.heads % fixed.tp:
+        raise InputError(f"tensor parallelism {fixed.tp} does not divide the {a.heads} attention heads of "
+                         f"{job.model_id}", field="tp")
+    if fixed.pp and fixed.pp * (fixed.vp or 1) > a.layers:
+        raise InputError(f"pp {fixed.pp} x vp {fixed.vp or 1} stages exceed the {a.layers} layers of {job.model_id}",
+                         field="pp")
+    if fixed.vp and fixed.vp > 1 and fixed.pp == 1:
+        raise InputError(f"vp {fixed.vp} virtual stages need pipeline parallelism (pp >= 2)", field="vp")
+    if fixed.ep and fixed.ep > 1 and not a.experts:
+        raise InputError(f"expert parallelism needs a mixture-of-experts model; {job.model_id} is dense", field="ep")
+    if fixed.ep and a.experts and a.experts % fixed.ep:
+        raise InputError(f"expert parallelism {fixed.ep} does not divide the {a.experts} experts", field="ep")
+    if fixed.cp and fixed.cp > 1 and job.seq_len % (2 * fixed.cp):
+        raise InputError(f"context parallelism {fixed.cp} needs --seq-len divisible by {2 * fixed.cp}", field="cp")
+    if fixed.tp and fixed.pp and fixed.cp is not None and fixed.micro_batch:
+        dp = job.gpus // (fixed.tp * fixed.pp * (fixed.cp or 1))
+        if job.global_batch % (fixed.micro_batch * dp):
+            raise InputError(f"global batch {job.global_batch} is not divisible by micro-batch {fixed.micro_batch} x "
+                             f"data-parallel {dp}", field="global_batch")
+    if fixed.sequence_parallel and fixed.tp == 1:
+        raise InputError("sequence parallelism needs tp >= 2", field="sequence_parallel")
+    if job.global_batch < 1:
+        raise InputError("global batch must be >= 1", field="global_batch")
+
+
+def _write_html(job: Any, res: Any, ctx: Any, path: Path) -> None:
+    from whichgpu.parallel.planner import evaluate
+    from whichgpu.report.plan import render_html
+
+    gantt = ""
+    if res.best and res.best[0].plan.pp > 1:
+        from whichgpu.report.gantt import gantt_svg
+
+        r = evaluate(ctx, res.best[0].plan, timeline=True)
+        tl = getattr(r, "timeline", None)
+        if tl is not None:
+            gantt = gantt_svg(tl, title=f"{res.best[0].plan.schedule}: {res.best[0].plan.pp} stages, "
+                                        f"{res.best[0].plan.grad_accum} micro-batches")
+    try:
+        path.write_text(render_html(job, res, gantt))
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}", field="html") from e
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_cmd)

@@ -1,0 +1,555 @@
+"""The parallel planner: one training step of a decoder LLM laid out over many GPUs. Torch-free.
+
+A layout is a ``Plan`` (tp, pp, vp, cp, ep, dp, micro-batch, accumulation, sharding, recompute,
+schedule). Evaluating one:
+
+1. Per layer and micro-batch, the kernels of one rank (parallel/layer.py), timed by the kernel
+   model: forward F, input gradient B, weight gradient W (recomputation adds the forward, or the
+   attention core, to B).
+2. Tensor-parallel collectives (two per layer per pass; reduce-scatter + all-gather under sequence
+   parallelism, the same bytes) on the scale-up link; context-parallel K/V ring exchange overlapped
+   with the attention kernels (what exceeds them is exposed); expert-parallel all-to-all dispatch
+   and combine (two per MoE layer per pass), exposed.
+3. Layers split over pp x vp virtual stages (remainders to the middle stages: the first stage
+   carries the embedding, the last the LM head and loss); the pipeline schedule simulated pass by
+   pass (parallel/schedule.py) with point-to-point activation transfers between stages.
+4. Data-parallel gradient collectives (parallel/comm.py, parallel/sharding.py): all-reduce (DDP),
+   reduce-scatter + all-gather (ZeRO-1/2, Megatron's distributed optimizer), or ZeRO-3/FSDP
+   gathers; overlapped with the last micro-batch's backward as Megatron's --overlap-grad-reduce
+   and FSDP's prefetch do (the fitted ``ddp_overlap``).
+5. The optimizer step: memory-bound AdamW over this rank's (sharded) states.
+6. Memory of the worst rank: weights, gradients and optimizer states under the sharding, the
+   activations of the micro-batches the schedule keeps in flight, the logits of the last stage.
+
+Rank order on the system is Megatron's (tp fastest, then cp, then dp, then pp): a group that
+fits in a node uses the scale-up link, a wider one the scale-out network.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from whichgpu.errors import InputError
+from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.system import System
+from whichgpu.parallel.comm import Link, collective_time, node_link, ring_link
+from whichgpu.parallel.layer import LayerCost, Shard, edge_costs, layer_cost
+from whichgpu.parallel.plan import FULL_SHARD, Plan
+from whichgpu.perf.device import Device
+from whichgpu.perf.kernels import memory_time
+from whichgpu.perf.params import PerfParams, load_params
+from whichgpu.workload.precision import get_precision
+from whichgpu.workload.zoo.llm.args import DecoderArgs
+
+GIB = 1024.0**3
+# Memory outside the model's tensors on each rank: the CUDA context and NCCL's buffers (about
+# 0.5 GB each on Hopper with several communicators) and the allocator's fragmentation of the
+# activations that churn. Modelling allowances, stated in every report.
+CONTEXT_BYTES = 1.0 * GIB
+FRAGMENTATION = 0.10
+# Megatron's --overlap-grad-reduce / --overlap-param-gather and FSDP's prefetch run the data-parallel
+# collectives on their own streams beside the backward (and forward) kernels: the collectives hide
+# behind that window, and what exceeds it is exposed. (The single-GPU model's fitted ddp_overlap
+# describes PyTorch DDP on the throughput corpus, whose rows show little overlap; not used here.)
+OVERLAP = 1.0
+ADAM_BYTES_PER_PARAM = 32.0  # read p16 2 + g32 4 + master 4 + m 4 + v 4, write master, m, v, p16
+
+
+@dataclass(frozen=True)
+class Job:
+    """The question: train `args` on `gpus` GPUs of `system`, `global_batch` sequences of
+    `seq_len` tokens per optimizer step, at `precision`."""
+
+    model_id: str
+    args: DecoderArgs
+    gpu: GpuSpec
+    system: System
+    gpus: int
+    global_batch: int
+    seq_len: int
+    precision: str = "bf16"
+    attention: str = "flash"  # the attention kernels: flash (fused) or unfused (Megatron-LM 2020-21)
+
+    @property
+    def tokens(self) -> int:
+        return self.global_batch * self.seq_len
+
+
+@dataclass
+class Result:
+    """One evaluated layout."""
+
+    plan: Plan
+    fits: bool
+    reason: str
+    step_s: float
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    split: dict[str, float]  # seconds per step: compute, tp, cp, ep, pp_p2p, bubble, dp, optimizer, overhead
+    memory: dict[str, float]  # bytes on the worst rank
+    peak_memory_bytes: float
+    bubble_fraction: float
+    stage_s: tuple[tuple[float, float, float], ...]  # (F, B, W) per virtual stage, one micro-batch
+    assumptions: dict[str, str] = field(default_factory=dict)
+    worst_stage: int = 0
+    comm_total: dict[str, float] = field(default_factory=dict)  # per kind, before overlap (exposed: split)
+    timeline: Any = None  # the simulated schedule (evaluate(..., timeline=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "dp": p.dp,
+            "micro_batch": p.micro_batch, "grad_accum": p.grad_accum, "sharding": p.sharding,
+            "recompute": p.recompute, "schedule": p.schedule, "sequence_parallel": p.sequence_parallel,
+            "step_s": self.step_s, "tokens_per_s": self.tokens_per_s,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
+            "peak_memory_gb": self.peak_memory_bytes / 1e9, "fits": self.fits, "reason": self.reason,
+            "bubble_fraction": self.bubble_fraction, "time_split_s": dict(self.split),
+            "memory_gb": {k: v / 1e9 for k, v in self.memory.items()}, "worst_stage": self.worst_stage,
+            "comm_total_s": dict(self.comm_total),
+            "assumptions": dict(self.assumptions),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+# ---------------------------------------------------------------------------------------------
+
+def check_layout(job: Job, plan: Plan) -> None:
+    """One-line InputError for a layout that cannot run (the CLI maps fields to its flags)."""
+    a = job.args
+    prod = plan.tp * plan.pp * plan.cp * plan.dp
+    if prod != job.gpus:
+        raise InputError(f"tp {plan.tp} x pp {plan.pp} x cp {plan.cp} x dp {plan.dp} = {prod} GPUs, but the job "
+                         f"has {job.gpus}: the degrees must multiply to the GPU count", field="gpus")
+    if a.heads % plan.tp:
+        raise InputError(f"tensor parallelism {plan.tp} does not divide the {a.heads} attention heads "
+                         f"(valid: {divisors(a.heads)})", field="tp")
+    if not a.mla and a.kv_heads % plan.tp and plan.tp % a.kv_heads:
+        raise InputError(f"tensor parallelism {plan.tp} and the {a.kv_heads} key/value heads do not divide one "
+                         "another", field="tp")
+    ffn = a.expert_intermediate if a.experts and not a.dense_layers else a.intermediate
+    if ffn % plan.tp:
+        raise InputError(f"tensor parallelism {plan.tp} does not divide the MLP width {ffn}", field="tp")
+    stages = plan.pp * plan.vp
+    if stages > a.layers + 2 or (stages > a.layers and (a.layers + 2) % stages):
+        raise InputError(f"pp {plan.pp} x vp {plan.vp} = {plan.pp * plan.vp} stages for {a.layers} layers: "
+                         "each virtual stage needs at least one layer", field="pp")
+    if plan.cp > 1 and job.seq_len % (2 * plan.cp):
+        raise InputError(f"context parallelism {plan.cp} needs the sequence length ({job.seq_len}) divisible by "
+                         f"2 x cp = {2 * plan.cp} (load-balanced causal chunks)", field="cp")
+    if plan.ep > 1:
+        if not a.experts:
+            raise InputError(f"expert parallelism {plan.ep} needs a mixture-of-experts model; {job.model_id} is dense",
+                             field="ep")
+        if a.experts % plan.ep:
+            raise InputError(f"expert parallelism {plan.ep} does not divide the {a.experts} experts "
+                             f"(valid: {divisors(a.experts)})", field="ep")
+        if (plan.dp * plan.cp) % plan.ep:
+            raise InputError(f"expert parallelism {plan.ep} must divide dp x cp = {plan.dp * plan.cp} (experts "
+                             "are spread over the data-parallel ranks)", field="ep")
+    mb = plan.micro_batch or 1
+    if job.global_batch % (mb * plan.dp):
+        raise InputError(f"global batch {job.global_batch} is not divisible by micro-batch {mb} x dp {plan.dp}",
+                         field="global_batch")
+    m = job.global_batch // (mb * plan.dp)
+    if plan.grad_accum != m:
+        raise InputError(f"gradient accumulation {plan.grad_accum} does not match global batch {job.global_batch} / "
+                         f"(micro-batch {mb} x dp {plan.dp}) = {m}", field="grad_accum")
+    if plan.schedule == "interleaved-1f1b" and m % plan.pp:
+        raise InputError(f"the interleaved schedule needs the micro-batches per step ({m}) divisible by pp "
+                         f"{plan.pp}", field="schedule")
+
+
+def divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 64)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------------------------
+
+def split_layers(layers: int, stages: int) -> list[int]:
+    """Layers per virtual stage: as even as possible, the remainder to the middle stages (the
+    first and last carry the embedding and the LM head). When the layers alone do not split
+    evenly, the embedding and the LM head count as one layer each, as Megatron's
+    --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split do (Llama-3.1
+    405B: 126 layers + 2 over 16 x 8 virtual stages)."""
+    if layers % stages and (layers + 2) % stages == 0:
+        per = (layers + 2) // stages
+        return [per - 1] + [per] * (stages - 2) + [per - 1] if stages > 1 else [layers]
+    base, extra = divmod(layers, stages)
+    counts = [base] * stages
+    order = sorted(range(stages), key=lambda i: (i in (0, stages - 1), abs(i - (stages - 1) / 2)))
+    for i in order[:extra]:
+        counts[i] += 1
+    return counts
+
+
+@dataclass
+class Context:
+    """What evaluations of one job share: the device, parameters, per-layer cost cache."""
+
+    job: Job
+    params: PerfParams
+    device: Device
+    policy_dtype: str
+    act_bytes: float
+    param_bytes: float
+    grad_bytes: float
+    master: bool
+    model_flops_per_token: float
+
+    @classmethod
+    def make(cls, job: Job, params: PerfParams | None = None) -> Context:
+        params = params or load_params()
+        pol = get_precision(job.precision, "train")
+        dev = Device(job.gpu, params)
+        a = job.args
+        e = 4.0 if pol.matmul_dtype in ("fp32", "tf32") else 2.0
+        # Megatron keeps 16-bit parameters (--bf16 / --fp16), FP32 main gradients and FP32 main
+        # parameters in the optimizer; torch autocast (amp-*) keeps FP32 parameters.
+        param_bytes = 4.0 if pol.name in ("fp32", "tf32") or pol.name.startswith("amp") else 2.0
+        master = param_bytes < 4.0 or pol.fp8
+        n = a.matmul_params() + a.vocab * a.hidden
+        q = (a.qk_dim + a.v_dim) / 2.0
+        local = sum(1 for i in range(a.layers) if a.window(i))
+        width = a.heads * q * sum(min(job.seq_len, a.window(i)) if a.window(i) else job.seq_len
+                                  for i in range(a.layers)) if local else a.heads * q * a.layers * job.seq_len
+        # PaLM's 12 L H Q T (perf/mfu.py): attention over the whole square.
+        flops_per_token = 6.0 * n + 12.0 * width
+        return cls(job, params, dev, pol.matmul_dtype, e, param_bytes, 4.0, master, flops_per_token)
+
+
+def _peak_dtype(ctx: Context) -> tuple[float, str]:
+    r = ctx.device.rate(ctx.policy_dtype)
+    return r.flops, r.dtype
+
+
+def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: int, ep: int) -> tuple[float, float]:
+    """(parameters, of which expert parameters) one rank of the stage holds."""
+    n = 0.0
+    experts = 0.0
+    for i in layers:
+        lp = a.layer_params(i)
+        if a.is_moe(i):
+            ex = a.experts * a.expert_params()
+            n += (lp - ex) / tp + ex / tp / ep
+            experts += ex / tp / ep
+        else:
+            n += lp / tp
+    if first:
+        n += a.vocab * a.hidden / tp
+    if last:
+        n += a.vocab * a.hidden / tp + a.hidden
+    return n, experts
+
+
+def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
+    """Step time, throughput and the worst rank's memory of one layout (check_layout first)."""
+    from whichgpu.parallel.schedule import simulate, step_time
+
+    job, a, dev, params = ctx.job, ctx.job.args, ctx.device, ctx.params
+    system = job.system
+    mb = plan.micro_batch or 1
+    m = plan.grad_accum
+    sh = Shard(mb, job.seq_len, plan.tp, plan.cp, plan.ep, plan.sequence_parallel, ctx.policy_dtype, ctx.act_bytes,
+               job.attention)
+    stages = plan.pp * plan.vp
+    counts = split_layers(a.layers, stages)
+    bounds = [sum(counts[:i]) for i in range(stages + 1)]
+    from whichgpu.hardware.engine import get_engine
+
+    eng = get_engine(plan.engine)
+    host_s = 0.0 if eng.graphs else (eng.host_op_us + eng.host_view_us) * 1e-6
+    embed, head = edge_costs(a, sh, dev, host_s)
+    recompute = plan.recompute or "none"
+
+    # ---- links
+    gpn = system.gpus_per_node
+    tp_link = node_link(system, plan.tp, params, plan.p2p) if plan.tp > 1 else None
+    cp_span = plan.tp * plan.cp
+    cp_link = ring_link(system, plan.cp, params, plan.p2p, span=cp_span) if plan.cp > 1 else None
+    ep_link = ring_link(system, plan.ep, params, plan.p2p, span=plan.tp * plan.ep) if plan.ep > 1 else None
+
+    def tp_coll(nbytes: float) -> float:
+        return collective_time("all_reduce", nbytes, plan.tp, system, params) if plan.tp > 1 else 0.0
+
+    def ring_pass(nbytes: float, link: Link | None, n: int) -> float:
+        if link is None or n <= 1:
+            return 0.0
+        return (n - 1) * (nbytes / link.bytes_per_s + link.step_latency_s)
+
+    def all_to_all(nbytes: float) -> float:
+        if ep_link is None:
+            return 0.0
+        return (plan.ep - 1) / plan.ep * nbytes / ep_link.bytes_per_s + ep_link.step_latency_s * (plan.ep - 1)
+
+    split = dict.fromkeys(("compute", "tp", "cp", "ep", "pp_p2p", "bubble", "dp", "optimizer", "overhead"), 0.0)
+    f_s: list[float] = []
+    b_s: list[float] = []
+    w_s: list[float] = []
+    comm_per_stage: list[dict[str, float]] = []
+    raw_per_stage: list[dict[str, float]] = []
+    act_per_stage: list[tuple[float, float, float]] = []  # (saved per micro-batch, input per micro-batch, one layer)
+    for v in range(stages):
+        f = b = w = 0.0
+        comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
+        raw = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
+        saved = inp = one = 0.0
+        for i in range(bounds[v], bounds[v + 1]):
+            lc: LayerCost = layer_cost(a, i, sh, dev, host_s)
+            tp_raw = lc.tp_collectives * tp_coll(lc.tp_bytes)
+            # --tp-comm-overlap pipelines the collectives with the GEMMs they feed: hidden up to
+            # half the layer's kernels (the GEMM share), the rest exposed
+            tp_f = max(0.0, tp_raw - 0.5 * lc.forward_s) if plan.tp_comm_overlap else tp_raw
+            cp_raw_f = ring_pass(lc.cp_bytes, cp_link, plan.cp)
+            cp_raw_b = ring_pass(2 * lc.cp_bytes, cp_link, plan.cp)
+            cp_f = max(0.0, cp_raw_f - lc.attention_fwd_s)
+            cp_b = max(0.0, cp_raw_b - 2.5 * lc.attention_fwd_s)
+            ep_f = 2 * all_to_all(lc.ep_bytes)
+            passes = 3 if recompute == "full" else 2
+            raw["tp"] += passes * tp_raw
+            raw["cp"] += cp_raw_f * (passes - 1) + cp_raw_b
+            raw["ep"] += passes * ep_f
+            fwd = lc.forward_s + tp_f + cp_f + ep_f
+            bwd = lc.input_grad_s + tp_f + cp_b + ep_f
+            comm["tp"] += 2 * tp_f
+            comm["cp"] += cp_f + cp_b
+            comm["ep"] += 2 * ep_f
+            if recompute == "full":
+                bwd += fwd
+                comm["tp"] += tp_f
+                comm["cp"] += cp_f
+                comm["ep"] += ep_f
+            elif recompute == "selective":
+                bwd += lc.attention_fwd_s
+            f += fwd
+            b += bwd
+            w += lc.weight_grad_s
+            saved += lc.activation_bytes
+            inp += lc.input_bytes
+            one = max(one, lc.activation_bytes)
+        if v == 0:
+            f += embed.forward_s
+            b += embed.input_grad_s
+        if v == stages - 1:
+            f += head.forward_s
+            b += head.input_grad_s
+            w += head.weight_grad_s
+        f_s.append(f)
+        b_s.append(b)
+        w_s.append(w)
+        comm_per_stage.append(comm)
+        raw_per_stage.append(raw)
+        act_per_stage.append((saved, inp, one))
+
+    # ---- pipeline
+    p2p = 0.0
+    if plan.pp > 1:
+        nbytes = mb * job.seq_len / plan.cp * a.hidden * ctx.act_bytes / (plan.tp if plan.tp > 1 else 1)
+        stride = plan.tp * plan.cp * plan.dp
+        if stride >= gpn and system.scaleout is not None:
+            bw = system.scaleout.gbps_per_gpu * params.nccl_efficiency * 1e9
+            lat = system.scaleout.latency_us * 1e-6
+        else:
+            link = node_link(system, 2, params, plan.p2p)
+            bw, lat = link.bytes_per_s, link.step_latency_s
+        p2p = lat + nbytes / bw
+    zb = plan.schedule.startswith("zb")
+    if plan.pp > 1:
+        ff, bb, ww = (f_s, b_s, w_s) if zb else (f_s, [x + y for x, y in zip(b_s, w_s, strict=True)], [0.0] * stages)
+        chunks = plan.vp
+        makespan, bubble, peak_act, peak_w = step_time(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
+        if timeline:
+            tl = simulate(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
+        else:
+            tl = None
+    else:
+        makespan = m * (f_s[0] + b_s[0] + w_s[0])
+        bubble, peak_act, peak_w = 0.0, 1, 0
+        tl = None
+
+    # ---- per-rank busy time split
+    per_rank_work = [0.0] * plan.pp
+    per_rank_comm = [dict.fromkeys(("tp", "cp", "ep"), 0.0) for _ in range(plan.pp)]
+    for v in range(stages):
+        r = _rank_of(v, plan)
+        per_rank_work[r] += m * (f_s[v] + b_s[v] + w_s[v])
+        for k in ("tp", "cp", "ep"):
+            per_rank_comm[r][k] += m * comm_per_stage[v][k]
+    worst = max(range(plan.pp), key=lambda r: per_rank_work[r])
+    for k in ("tp", "cp", "ep"):
+        split[k] = per_rank_comm[worst][k]
+    split["compute"] = per_rank_work[worst] - sum(per_rank_comm[worst].values())
+    split["pp_p2p"] = 0.0
+    split["bubble"] = max(0.0, makespan - per_rank_work[worst])
+
+    # ---- memory and data-parallel collectives of the worst-memory rank
+    mem_by_rank = []
+    grads_by_rank = []
+    for r in range(plan.pp):
+        vs = [v for v in range(stages) if _rank_of(v, plan) == r]
+        n = ex = 0.0
+        saved = inp = one = 0.0
+        for v in vs:
+            pn, pe = _stage_params(a, range(bounds[v], bounds[v + 1]), v == 0, v == stages - 1, plan.tp, plan.ep)
+            n += pn
+            ex += pe
+            s_, i_, o_ = act_per_stage[v]
+            saved += s_
+            inp += i_
+            one = max(one, o_)
+        grads_by_rank.append((n, ex))
+        mem_by_rank.append(_memory(ctx, plan, n, ex, saved / len(vs), inp / len(vs), one, r, peak_act, peak_w,
+                                   r == _rank_of(stages - 1, plan), len(vs), sh))
+    worst_mem = max(range(plan.pp), key=lambda r: sum(mem_by_rank[r].values()))
+    memory = mem_by_rank[worst_mem]
+    peak = sum(memory.values())
+
+    n_rank, ex_rank = max(grads_by_rank, key=lambda t: t[0])
+    dp_total, dp_exposed, dp_text = _dp_comm(ctx, plan, n_rank, ex_rank, b_s, w_s, f_s, m)
+    comm_total = {k: m * sum(raw_per_stage[v][k] for v in range(stages) if _rank_of(v, plan) == worst)
+                  for k in ("tp", "cp", "ep")}
+    comm_total["dp"] = dp_total
+    split["dp"] = dp_exposed
+    opt_params = n_rank / (plan.dp if plan.sharding != "ddp" else 1)
+    split["optimizer"] = memory_time(opt_params * ADAM_BYTES_PER_PARAM, dev) if opt_params else 0.0
+    fixed = eng.step_host_ms_train * 1e-3
+    step = makespan + dp_exposed + split["optimizer"] + fixed
+    if plan.dp * plan.pp > 1:
+        # Synchronous ranks wait for the slowest (perf/params.toml dp_jitter, the expected maximum of
+        # N jittered times); a step of m micro-batches averages m independent draws: jitter / sqrt(m).
+        jitter = step * params.dp_jitter / math.sqrt(m) * math.sqrt(2.0 * math.log(plan.dp * plan.pp))
+        step += jitter
+        fixed += jitter
+    split["overhead"] = fixed
+    # what the makespan holds beyond the worst rank's work is the bubble (includes p2p waits)
+    tokens = job.global_batch * job.seq_len
+    tps = tokens / step
+    peak_flops, peak_dtype = _peak_dtype(ctx)
+    model_flops = ctx.model_flops_per_token * tokens / job.gpus
+    hw = model_flops * (4.0 / 3.0 if recompute == "full" else 1.0)
+    fits = peak <= job.gpu.memory_gb * 1e9
+    reason = "" if fits else (f"needs {peak / 1e9:.1f} GB on pipeline rank {worst_mem} (weights {memory['weights'] / 1e9:.1f}, "
+                              f"gradients {memory['gradients'] / 1e9:.1f}, optimizer {memory['optimizer'] / 1e9:.1f}, "
+                              f"activations {memory['activations'] / 1e9:.1f}) of {job.gpu.memory_gb:g} GB")
+    res = Result(
+        plan=plan, fits=fits, reason=reason, step_s=step, tokens_per_s=tps,
+        model_tflops_per_gpu=model_flops / step / 1e12, mfu=model_flops / step / peak_flops,
+        hfu=hw / step / peak_flops, split=split, memory=memory, peak_memory_bytes=peak,
+        bubble_fraction=bubble, stage_s=tuple(zip(f_s, b_s, w_s, strict=True)), worst_stage=worst_mem,
+        comm_total=comm_total, timeline=tl,
+        assumptions={
+            "precision": f"{job.precision} (matmuls on the {peak_dtype} path; MFU against {peak_flops / 1e12:g} TFLOP/s)",
+            "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
+            "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
+            "data_parallel": dp_text,
+            "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
+                         f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",
+            "tensor_parallel": (f"{plan.tp} GPUs over {tp_link.text if tp_link else ''}, 2 collectives per layer per pass"
+                                + (", sequence parallel" if plan.sequence_parallel else "")
+                                + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
+            if plan.tp > 1 else "none",
+            "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
+                       "activations; activations of the schedule's peak in-flight micro-batches"),
+            "layout_order": "Megatron rank order tp, cp, dp, pp",
+        },
+    )
+    return res
+
+
+def _rank_of(v: int, plan: Plan) -> int:
+    """Pipeline rank that holds virtual stage v."""
+    p = plan.pp
+    if plan.schedule == "zb-v":
+        c, r = divmod(v, p)
+        return r if c == 0 else p - 1 - r
+    return v % p
+
+
+def _memory(ctx: Context, plan: Plan, n: float, ex: float, saved: float, inp: float, one: float, rank: int,
+            peak_act: int, peak_w: int, last: bool, chunks: int, sh: Shard) -> dict[str, float]:
+    """Bytes on one pipeline rank."""
+    job, a = ctx.job, ctx.job.args
+    dp = plan.dp
+    shard_over = plan.shard_gpus(job.system.gpus_per_node) if plan.sharding == "fsdp-hybrid" else dp
+    dense = n - ex
+    ex_dp = max(1, dp * plan.cp // plan.ep)  # data-parallel replicas of an expert
+    full = plan.sharding in FULL_SHARD
+    grad_shard = plan.sharding in ("zero2", "zero3", "fsdp-full", "fsdp-hybrid", "fsdp-grad-op")
+
+    def sharded(x: float, xe: float, on: bool) -> float:
+        return (x / shard_over + xe / max(1, ex_dp)) if on else x + xe
+
+    weights = sharded(dense, ex, full) * ctx.param_bytes
+    grads = sharded(dense, ex, grad_shard) * ctx.grad_bytes
+    opt_per = 12.0 if ctx.master else 8.0
+    if ctx.param_bytes == 4.0:
+        opt_per = 8.0  # FP32 parameters: m and v only
+    optimizer = sharded(dense, ex, plan.sharding != "ddp") * opt_per
+    if full:
+        unit = max(a.layer_params(i) for i in range(a.layers)) / plan.tp
+        weights += 2 * unit * 2.0  # the gathered unit and the prefetched next one, 16-bit
+    recompute = plan.recompute or "none"
+    # In-flight micro-batches on this rank, in chunk units (stage 0 holds the most).
+    held = max(1, peak_act)
+    if plan.pp == 1:
+        held = 1
+    if recompute == "full":
+        acts = held * inp + one
+    else:
+        acts = held * saved + peak_w * saved * 0.5
+    if last:
+        v = -(-a.vocab // plan.tp)
+        acts += sh.tokens * v * (ctx.act_bytes + 4.0)
+    other = CONTEXT_BYTES + FRAGMENTATION * acts
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": acts, "other": other}
+
+
+def _dp_comm(ctx: Context, plan: Plan, n: float, ex: float, b_s: list[float], w_s: list[float], f_s: list[float],
+             m: int) -> tuple[float, float, str]:
+    """(total, exposed, description) of the data-parallel collectives per optimizer step."""
+    job, params = ctx.job, ctx.params
+    dp = plan.dp
+    if dp <= 1:
+        return 0.0, 0.0, "none"
+    system = job.system
+    link = ring_link(system, dp, params, plan.p2p, span=plan.tp * plan.cp * dp)
+    grads = (n - ex) * ctx.grad_bytes
+    a = job.args
+    if plan.sharding in FULL_SHARD:
+        # FSDP / ZeRO-3 communicate one wrapped unit (a transformer block) per collective
+        bucket = max(plan.bucket_mb * 1e6, max(a.layer_params(i) for i in range(a.layers)) / plan.tp * 2.0)
+    else:
+        # Megatron's gradient buckets: max(40M, 1M x dp) parameters (--ddp-bucket-size default)
+        bucket = max(plan.bucket_mb * 1e6, max(40e6, 1e6 * dp) * ctx.grad_bytes)
+
+    def coll(nbytes: float, n_: int, lk: Link) -> float:
+        if nbytes <= 0 or n_ <= 1:
+            return 0.0
+        buckets = max(1, math.ceil(nbytes / bucket))
+        return (n_ - 1) / n_ * nbytes / lk.bytes_per_s + lk.step_latency_s * (n_ - 1) * buckets
+
+    backward_last = max(b + w for b, w in zip(b_s, w_s, strict=True))
+    if plan.sharding in FULL_SHARD:
+        p16 = (n - ex) * 2.0
+        per_micro = 2 * coll(p16, dp, link) + coll(grads / 2.0, dp, link)
+        window = max(f + b + w for f, b, w in zip(f_s, b_s, w_s, strict=True))
+        exposed = max(coll(min(p16, bucket), dp, link), per_micro - OVERLAP * window) * m
+        return per_micro * m, min(exposed, per_micro * m), f"{plan.sharding_label} over {dp} GPUs, {link.text}"
+    if plan.sharding == "ddp":
+        total = 2 * coll(grads, dp, link)
+    else:  # reduce-scatter the gradients, all-gather the updated 16-bit parameters
+        total = coll(grads, dp, link) + coll((n - ex) * 2.0, dp, link)
+    window = backward_last if plan.comm_overlap else 0.0
+    exposed = max(coll(min(grads, bucket), dp, link), total - OVERLAP * window)
+    return total, min(exposed, total), f"{plan.sharding_label} over {dp} GPUs, {link.text}"
+
+
+def with_layout(plan: Plan, **kw: Any) -> Plan:
+    return replace(plan, **kw)

@@ -1,0 +1,514 @@
+"""Pipeline-parallel schedules, simulated pass by pass on each stage.
+
+Every pipeline rank (stage) runs a fixed order of passes: F (forward), B (backward) and, for the
+zero-bubble schedules, W (weight gradient). A pass starts at
+``max(stage free, end of each dependency + comm if that dependency ran on another rank)``:
+
+- F(vs, j) needs F(vs-1, j);
+- B(vs, j) needs B(vs+1, j), or F(vs, j) on the last virtual stage;
+- W(vs, j) needs B(vs, j).
+
+``vs`` is the virtual stage in model order: rank r with one chunk is vs = r; Megatron's
+interleaved 1F1B puts chunk c of rank r at vs = c*p + r; ZB-V puts chunk 0 at vs = r and chunk 1
+at vs = 2p-1-r. Nothing else is modelled: no memory limit stalls, no compute/comm contention, no
+optimizer step. ``comm`` is one point-to-point transfer, paid on every hop between ranks.
+
+Schedules (per-rank orders):
+
+- ``gpipe``: all F, then all B (Huang et al. 2019).
+- ``1f1b``: p-r-1 warm-up F, then F/B pairs, then the drain (PipeDream-flush, Narayanan et al.
+  2021, "Efficient large-scale language model training on GPU clusters using Megatron-LM").
+- ``interleaved-1f1b``: Megatron's interleaved schedule with v chunks per rank (same paper):
+  warm-up of 2(p-r-1) + (v-1)p forward chunks (all of them when m == p), micro-batches taken in
+  groups of p per chunk, backward chunks in reverse order; m must be a multiple of p.
+- ``zb-h1``, ``zb-h2``: the handcrafted Zero Bubble schedules (Qi et al., "Zero Bubble Pipeline
+  Parallelism", ICLR 2024, arXiv:2401.10241, Sec. 3): B split into B (input gradient) and W
+  (weight gradient). Rank r has k(p-r-1) warm-up F (k = 1 for H1, 2 for H2), then F/B pairs in
+  which W of micro-batch i - k*r follows B of micro-batch i, and the deferred W at the tail; this
+  is the order of the authors' ``get_hand_schedule`` (their efficiency.py), which is what their
+  Table 5 figures were computed with.
+- ``zb-v``: the V-shaped Zero Bubble schedule (same authors, arXiv v2, Sec. 6) with two chunks per
+  rank. Its order here is our own: a greedy list schedule at unit costs (F=B=W, no comm) that
+  prefers B, then F (chunk 1 first), then W, admits at most p micro-batches per rank (so at most
+  2p chunk activations, 1F1B's peak) and keeps at most 2 W pending before the next B; the
+  order is then timed with the real costs. It is close to, not the same as, the authors' greedy.
+
+gpipe, 1f1b and interleaved-1f1b do not split the backward: their B lasts ``b + w``.
+
+Cost conventions: ``Timeline.makespan`` is one isolated iteration (from 0 to the last pass).
+``Timeline.max_stage_span`` is the longest first-start-to-last-end of one rank: the time per
+iteration when consecutive iterations overlap, which is the Zero Bubble paper's "cost" (their
+ZB-H2 and automatic schedules measure it so, with post-update validation removing the optimizer
+sync). For gpipe, 1f1b, interleaved-1f1b and zb-h1 the two are equal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from whichgpu.errors import InputError, UnknownNameError
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v")
+SPLIT_BACKWARD = frozenset({"zb-h1", "zb-h2", "zb-v"})  # schedules with separate W passes
+KINDS = ("F", "B", "W")
+
+Times = float | Sequence[float]
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One pass of one micro-batch through one model chunk on one rank; times in seconds."""
+
+    stage: int  # pipeline rank 0..p-1
+    kind: str  # "F", "B" or "W"
+    micro: int  # micro-batch 0..m-1
+    chunk: int  # model chunk on this rank (0 unless interleaved / zb-v)
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A simulated iteration: every pass with its times, and per-stage summaries."""
+
+    schedule: str
+    stages: int
+    micro_batches: int
+    chunks: int
+    passes: tuple[Pass, ...]  # grouped by stage, each stage in start order
+    makespan: float  # end of the last pass; the iteration starts at 0
+    busy: tuple[float, ...]  # per stage: sum of its pass durations
+    peak_activations: tuple[int, ...]  # per stage: max (micro, chunk) with F done, B not yet
+    peak_pending_w: tuple[int, ...]  # per stage: max (micro, chunk) with B done, W not yet
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle share of all stages over the makespan: 1 - sum(busy) / (stages * makespan)."""
+        if self.makespan <= 0:
+            return 0.0
+        return 1.0 - sum(self.busy) / (self.stages * self.makespan)
+
+    def stage_bubble(self, stage: int) -> float:
+        """Idle share of one stage over the makespan."""
+        if self.makespan <= 0:
+            return 0.0
+        return 1.0 - self.busy[stage] / self.makespan
+
+    def stage_span(self, stage: int) -> float:
+        """First start to last end on one stage."""
+        own = [q for q in self.passes if q.stage == stage]
+        return max(q.end for q in own) - min(q.start for q in own) if own else 0.0
+
+    @property
+    def max_stage_span(self) -> float:
+        """The Zero Bubble paper's cost: the longest per-stage span (see the module docstring)."""
+        return max(self.stage_span(s) for s in range(self.stages))
+
+    @property
+    def paper_bubble_rate(self) -> float:
+        """Qi et al. (2024) eq. of Table 5: (cost - m(T_F+T_B+T_W)) / cost, cost = max stage span.
+
+        The work term is the busiest stage's busy time (= m(T_F+T_B+T_W) for uniform stages).
+        """
+        cost = self.max_stage_span
+        return (cost - max(self.busy)) / cost if cost > 0 else 0.0
+
+
+# ---------------------------------------------------------------- per-rank orders
+# An order is, per rank, a tuple of (kind 0/1/2, chunk, micro).
+Order = tuple[tuple[tuple[int, int, int], ...], ...]
+
+
+def _order_1f1b(p: int, m: int) -> Order:
+    out = []
+    for r in range(p):
+        warm = min(p - r - 1, m)
+        o = [(0, 0, j) for j in range(warm)]
+        for i in range(m - warm):
+            o += [(0, 0, warm + i), (1, 0, i)]
+        o += [(1, 0, j) for j in range(m - warm, m)]
+        out.append(tuple(o))
+    return tuple(out)
+
+
+def _order_gpipe(p: int, m: int) -> Order:
+    one = tuple([(0, 0, j) for j in range(m)] + [(1, 0, j) for j in range(m)])
+    return tuple(one for _ in range(p))
+
+
+def _order_zb_hand(p: int, m: int, k: int) -> Order:
+    """ZB-H1 (k=1) / ZB-H2 (k=2): k(p-r-1) warm-up F; W of micro i - k*r after B of micro i."""
+    out = []
+    for r in range(p):
+        warm = min(k * (p - r - 1), m)
+        lag = k * (p - 1) - warm  # how many W each rank defers to the tail
+        o = [(0, 0, j) for j in range(warm)]
+        nw = 0
+        for i in range(m):
+            if warm + i < m:
+                o.append((0, 0, warm + i))
+            o.append((1, 0, i))
+            if i >= lag:
+                o.append((2, 0, nw))
+                nw += 1
+        o += [(2, 0, j) for j in range(nw, m)]
+        out.append(tuple(o))
+    return tuple(out)
+
+
+def _order_interleaved(p: int, m: int, v: int) -> Order:
+    """Megatron's interleaved 1F1B: micro-batches in groups of p per chunk."""
+    total = m * v
+    out = []
+    for r in range(p):
+        warm = total if m == p else min((p - r - 1) * 2 + (v - 1) * p, total)
+
+        def fwd(k: int) -> tuple[int, int, int]:
+            return (0, (k // p) % v, (k // (p * v)) * p + k % p)
+
+        def bwd(k: int) -> tuple[int, int, int]:
+            return (1, v - 1 - (k // p) % v, (k // (p * v)) * p + k % p)
+
+        o = [fwd(k) for k in range(warm)]
+        for i in range(total - warm):
+            o += [fwd(warm + i), bwd(i)]
+        o += [bwd(k) for k in range(total - warm, total)]
+        out.append(tuple(o))
+    return tuple(out)
+
+
+def _order_zbv(p: int, m: int) -> Order:
+    """ZB-V order from a greedy list schedule at unit costs (see the module docstring)."""
+    nv = 2 * p
+    fend = [[-1] * m for _ in range(nv)]  # end tick of F(vs, j); -1 = not yet
+    bend = [[-1] * m for _ in range(nv)]
+    fnext = [0] * nv
+    bnext = [0] * nv
+    inflight = [0] * p  # micro-batches admitted on chunk 0, chunk-0 B not done
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(p)]
+    orders: list[list[tuple[int, int, int]]] = [[] for _ in range(p)]
+    remaining = 6 * p * m
+    t = 0
+    while remaining:
+        done_now: list[tuple[list[int], int]] = []
+        for r in range(p):
+            vss = (r, nv - 1 - r)  # chunk 0, chunk 1
+            best_b: tuple[int, int, int] | None = None
+            pick: tuple[int, int, int] | None = None
+            if len(pending[r]) >= 2:  # keep W close behind B
+                c, j = pending[r].pop(0)
+                pick = (2, c, j)
+            for c in (1, 0):  # B: the oldest ready micro-batch
+                vs = vss[c]
+                j = bnext[vs]
+                if pick is not None or j >= m or not 0 <= fend[vs][j] <= t:
+                    continue
+                dep = fend[vs][j] if vs == nv - 1 else bend[vs + 1][j]
+                if 0 <= dep <= t and (best_b is None or j < best_b[2]):
+                    best_b = (1, c, j)
+            if pick is None:
+                pick = best_b
+            for c in (1, 0):  # F: chunk 1 first; chunk 0 admits at most p micro-batches
+                vs = vss[c]
+                j = fnext[vs]
+                if pick is not None or j >= m or (c == 0 and inflight[r] >= p):
+                    continue
+                if vs == 0 or 0 <= fend[vs - 1][j] <= t:
+                    pick = (0, c, j)
+            if pick is None and pending[r]:
+                c, j = pending[r].pop(0)
+                pick = (2, c, j)
+            if pick is None:
+                continue
+            kind, c, j = pick
+            vs = vss[c]
+            orders[r].append(pick)
+            remaining -= 1
+            if kind == 0:
+                fnext[vs] += 1
+                inflight[r] += c == 0
+                done_now.append((fend[vs], j))
+            elif kind == 1:
+                bnext[vs] += 1
+                inflight[r] -= c == 0
+                pending[r].append((c, j))
+                done_now.append((bend[vs], j))
+        for arr, j in done_now:  # unit cost: results are visible from the next tick
+            arr[j] = t + 1
+        t += 1
+        if t > 12 * p * m + 4 * p:  # pragma: no cover - a bug, never a user error
+            raise RuntimeError("zb-v order generation did not converge")
+    return tuple(tuple(o) for o in orders)
+
+
+@lru_cache(maxsize=256)
+def _orders(schedule: str, p: int, m: int, v: int) -> Order:
+    if schedule == "gpipe":
+        return _order_gpipe(p, m)
+    if schedule == "1f1b":
+        return _order_1f1b(p, m)
+    if schedule == "zb-h1":
+        return _order_zb_hand(p, m, 1)
+    if schedule == "zb-h2":
+        return _order_zb_hand(p, m, 2)
+    if schedule == "interleaved-1f1b":
+        return _order_interleaved(p, m, v)
+    return _order_zbv(p, m)
+
+
+def _vstage(schedule: str, p: int, rank: int, chunk: int) -> int:
+    if schedule == "zb-v":
+        return rank if chunk == 0 else 2 * p - 1 - rank
+    return chunk * p + rank
+
+
+# ---------------------------------------------------------------- the compiled plan
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A schedule compiled to one global topological sequence of passes (structure only)."""
+
+    stage: tuple[int, ...]
+    key: tuple[int, ...]  # kind * V + vs: index into the duration table
+    dep: tuple[int, ...]  # index of the dependency in the sequence, -1 if none
+    cross: tuple[bool, ...]  # the dependency ran on another rank (pays comm)
+    chunk: tuple[int, ...]
+    micro: tuple[int, ...]
+    peak_act: tuple[int, ...]
+    peak_w: tuple[int, ...]
+    pos: tuple[int, ...]  # sequence index of (kind * V + vs) * m + micro
+
+
+@lru_cache(maxsize=256)
+def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> _Plan:
+    orders = _orders(schedule, p, m, v)
+    nv = p * v
+    rank_of = [0] * nv
+    for r in range(p):
+        for c in range(v):
+            rank_of[_vstage(schedule, p, r, c)] = r
+    # position in the sequence of each (kind, vs, micro); -1 = not placed yet
+    pos = [-1] * (3 * nv * m)
+    stage: list[int] = []
+    key: list[int] = []
+    dep: list[int] = []
+    cross: list[bool] = []
+    chunk: list[int] = []
+    micro: list[int] = []
+    ptr = [0] * p
+    left = sum(len(o) for o in orders)
+    direction = 1
+    while left:
+        progress = False
+        for r in range(p)[::direction]:
+            o = orders[r]
+            i = ptr[r]
+            while i < len(o):
+                kind, c, j = o[i]
+                vs = _vstage(schedule, p, r, c)
+                if kind == 0:
+                    d = pos[(vs - 1) * m + j] if vs > 0 else -2
+                    dvs = vs - 1
+                elif kind == 1:
+                    if vs == nv - 1:
+                        d, dvs = pos[vs * m + j], vs
+                    else:
+                        d, dvs = pos[(nv + vs + 1) * m + j], vs + 1
+                else:
+                    d, dvs = pos[(nv + vs) * m + j], vs
+                if paper_compat and j % p and d >= 0 and rank_of[dvs] != r and \
+                        ((kind == 0 and r == 0) or (kind == 1 and r == p - 1)):
+                    d = -2  # the paper's simplification: see simulate()
+                if d == -1:
+                    break
+                pos[(kind * nv + vs) * m + j] = len(stage)
+                stage.append(r)
+                key.append(kind * nv + vs)
+                dep.append(max(d, -1))
+                cross.append(d >= 0 and rank_of[dvs] != r)
+                chunk.append(c)
+                micro.append(j)
+                i += 1
+                left -= 1
+                progress = True
+            ptr[r] = i
+        direction = -direction
+        if not progress:  # pragma: no cover - a bug in an order, never a user error
+            raise RuntimeError(f"{schedule}: deadlocked order (p={p}, m={m}, v={v})")
+    peak_act, peak_w = [], []
+    for o in orders:  # peaks depend on the order only: one rank runs one pass at a time
+        act = w = pa = pw = 0
+        for kind, _, _ in o:
+            if kind == 0:
+                act += 1
+                pa = max(pa, act)
+            elif kind == 1:
+                act -= 1
+                if schedule in SPLIT_BACKWARD:
+                    w += 1
+                    pw = max(pw, w)
+            else:
+                w -= 1
+        peak_act.append(pa)
+        peak_w.append(pw)
+    return _Plan(tuple(stage), tuple(key), tuple(dep), tuple(cross), tuple(chunk), tuple(micro),
+                 tuple(peak_act), tuple(peak_w), tuple(pos))
+
+
+# ---------------------------------------------------------------- inputs
+def _check(schedule: str, p: int, m: int, chunks: int, f: Times, b: Times, w: Times,
+           comm: float) -> tuple[float, ...]:
+    """Validate and return the duration table indexed by kind * V + vs."""
+    if schedule not in SCHEDULES:
+        raise UnknownNameError("pipeline schedule", schedule, SCHEDULES, field="schedule")
+    if not isinstance(p, int) or p < 1:
+        raise InputError(f"pipeline stages must be an integer >= 1, got {p!r}", field="pp")
+    if not isinstance(m, int) or m < 1:
+        raise InputError(f"micro-batches must be an integer >= 1, got {m!r}", field="micro_batches")
+    if schedule == "interleaved-1f1b":
+        if chunks < 2:
+            raise InputError(f"interleaved-1f1b needs chunks >= 2 per rank, got {chunks}", field="vp")
+        if m % p:
+            raise InputError(f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of the "
+                             f"pipeline stages ({p}) (Megatron's rule)", field="micro_batches")
+    elif schedule == "zb-v":
+        if chunks != 2:
+            raise InputError(f"zb-v runs exactly 2 chunks per rank, got chunks={chunks}", field="vp")
+    elif chunks != 1:
+        raise InputError(f"{schedule} runs one chunk per rank, got chunks={chunks}; use "
+                         "interleaved-1f1b or zb-v for more", field="vp")
+    nv = p * chunks
+    table: list[float] = []
+    for name, val in (("f", f), ("b", b), ("w", w)):
+        vals = [float(val)] * nv if isinstance(val, (int, float)) else [float(x) for x in val]
+        if len(vals) != nv:
+            raise InputError(f"{name}: expected one time or {nv} per-virtual-stage times "
+                             f"(stages * chunks), got {len(vals)}", field=name)
+        if any(not math.isfinite(x) or x < 0 for x in vals):
+            raise InputError(f"{name}: pass times must be finite and >= 0, got {vals}", field=name)
+        table += vals
+    if not math.isfinite(comm) or comm < 0:
+        raise InputError(f"comm must be finite and >= 0 seconds, got {comm}", field="comm")
+    if schedule not in SPLIT_BACKWARD:  # B includes W: fold w into b, drop W passes
+        table = table[:nv] + [bb + ww for bb, ww in zip(table[nv:2 * nv], table[2 * nv:])] + \
+            [0.0] * nv
+    return tuple(table)
+
+
+def _run(plan: _Plan, table: tuple[float, ...], comm: float, p: int) -> tuple[list[float], float]:
+    """Time every pass of the sequence: returns end times and the makespan."""
+    free = [0.0] * p
+    end = [0.0] * len(plan.stage)
+    dur = [table[k] for k in plan.key]
+    for i, (s, d, x, du) in enumerate(zip(plan.stage, plan.dep, plan.cross, dur)):
+        t = free[s]
+        if d >= 0:
+            e = end[d] + comm if x else end[d]
+            if e > t:
+                t = e
+        t += du
+        end[i] = t
+        free[s] = t
+    return end, max(free)
+
+
+def simulate(schedule: str, stages: int, micro_batches: int, f: Times, b: Times, w: Times = 0.0,
+             comm: float = 0.0, chunks: int = 1, *, paper_compat: bool = False) -> Timeline:
+    """Simulate one iteration of ``schedule``; times in seconds (see the module docstring).
+
+    ``f``, ``b``, ``w``: one time for every pass, or ``stages * chunks`` per-virtual-stage times in
+    model order. Schedules without a W pass run B for ``b + w``.
+
+    ``paper_compat`` (interleaved-1f1b only) reproduces the calculation behind Qi et al.'s Table 5
+    1F1B-I column (their ``get_interleave_schedule``): the hop between chunks (rank p-1 to rank
+    0 for F, rank 0 to rank p-1 for B) is waited for only by the first micro-batch of each group
+    of p; the others may start before their input arrives. Off by default: the physical model
+    gives bubble rates up to 0.0035 higher on those settings.
+    """
+    table = _check(schedule, stages, micro_batches, chunks, f, b, w, comm)
+    plan = _plan(schedule, stages, micro_batches, chunks, paper_compat and schedule == "interleaved-1f1b")
+    end, makespan = _run(plan, table, comm, stages)
+    busy = [0.0] * stages
+    per_stage: list[list[Pass]] = [[] for _ in range(stages)]
+    for i, (s, k) in enumerate(zip(plan.stage, plan.key)):
+        du = table[k]
+        busy[s] += du
+        per_stage[s].append(Pass(s, KINDS[k // (stages * chunks)], plan.micro[i], plan.chunk[i],
+                                 end[i] - du, end[i]))
+    passes = tuple(q for row in per_stage for q in row)
+    return Timeline(schedule, stages, micro_batches, chunks, passes, makespan, tuple(busy),
+                    plan.peak_act, plan.peak_w)
+
+
+# ---------------------------------------------------------------- fast step time
+def _periodic(schedule: str, p: int, m: int, v: int, d: int, j0: int, width: int,
+              table: tuple[float, ...], comm: float) -> tuple[float, float] | None:
+    """Makespan of m and its step per d more micro-batches, if the steady state is periodic.
+
+    Proof by induction, checked on the simulation: no pass depends (through its rank's order or
+    its data dependency) on a micro-batch more than ``width - d`` before its own, so if every
+    pass of micro-batch j + d ends exactly ``step`` after the same pass of micro-batch j for
+    all j in [j0, j0 + width), the same holds for every later steady period; the tail (drain) is
+    then the same shifted, which the smaller size m - d confirms.
+    """
+    plan = _plan(schedule, p, m, v)
+    end, makespan = _run(plan, table, comm, p)
+    pos = plan.pos
+    nkeys = (3 if schedule in SPLIT_BACKWARD else 2) * p * v
+    step = end[pos[j0 + d]] - end[pos[j0]]
+    tol = 1e-11 * makespan
+    for k in range(nkeys):
+        row = k * m
+        for j in range(row + j0, row + j0 + width):
+            if abs(end[pos[j + d]] - end[pos[j]] - step) > tol:
+                return None
+    _, before = _run(_plan(schedule, p, m - d, v), table, comm, p)
+    if abs(makespan - before - step) > tol:
+        return None
+    return makespan, step
+
+
+@lru_cache(maxsize=65536)
+def _step_time(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], comm: float
+               ) -> tuple[float, float, int, int]:
+    work = m * sum(table)  # sum(busy): every (kind, virtual stage) runs m times
+    # the period, in micro-batches: interleaving takes micro-batches in groups of p, and the
+    # zb-v greedy order repeats every p micro-batches
+    d = p if schedule in ("interleaved-1f1b", "zb-v") else 1
+    reach = 2 * p * v + 2 + d  # max micro-batch lag of a dependency, with margin
+    j0, width = reach, reach + d
+    found = None
+    while not found and schedule != "gpipe":  # gpipe has no steady state: B waits for all F
+        size = j0 + width + d + reach  # warm-up, checked window, one more period, drain
+        size += (m - size) % d  # m - size: whole periods
+        if size >= m:
+            break
+        found = _periodic(schedule, p, size, v, d, j0, width, table, comm)
+        j0, width = 2 * j0, 2 * width
+    if found:
+        n = (m - size) // d
+        makespan = found[0] + n * found[1]
+        big, small = _plan(schedule, p, size, v), _plan(schedule, p, size - d, v)
+        pa = max(big.peak_act) + n * (max(big.peak_act) - max(small.peak_act))
+        pw = max(big.peak_w) + n * (max(big.peak_w) - max(small.peak_w))
+    else:
+        plan = _plan(schedule, p, m, v)
+        _, makespan = _run(plan, table, comm, p)
+        pa, pw = max(plan.peak_act), max(plan.peak_w)
+    bubble = 1.0 - work / (p * makespan) if makespan > 0 else 0.0
+    return makespan, bubble, pa, pw
+
+
+def step_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times, w: Times = 0.0,
+              comm: float = 0.0, chunks: int = 1) -> tuple[float, float, int, int]:
+    """(makespan, bubble_fraction, max peak_activations, max peak_pending_w) of ``simulate``.
+
+    Fast for large m: it simulates a smaller size that keeps the steady state, checks that the
+    steady state is periodic (every pass of micro-batch j + d ends a fixed step after that of j,
+    d = p for interleaved and zb-v, 1 otherwise, see ``_periodic``) and extrapolates the makespan and
+    the peaks linearly in m; otherwise, and for small m, it simulates m in full. Cached.
+    """
+    table = _check(schedule, stages, micro_batches, chunks, f, b, w, comm)
+    return _step_time(schedule, stages, micro_batches, chunks, table, float(comm))

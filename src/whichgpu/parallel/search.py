@@ -1,0 +1,169 @@
+"""Search of parallel layouts: every valid split of the GPUs into tensor, pipeline, context, expert
+and data parallelism, with the micro-batch, virtual stages, schedule, sharding and recomputation;
+degrees the user fixed stay fixed. Torch-free.
+
+Layouts that cannot run (a degree that does not divide the heads, the layers, the batch) are
+skipped; the ones that run are evaluated (planner.evaluate) and ranked by step time or by cost
+(GPU-hours per step are the same for every layout of one job, so cost ranks as time does unless
+the objective includes the idle GPUs of a smaller layout: it does not here). Layouts that do not
+fit in memory are kept aside with their reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from whichgpu.errors import InputError
+from whichgpu.parallel.plan import Plan
+from whichgpu.parallel.planner import Context, Job, Result, check_layout, evaluate
+
+MICRO_BATCHES = (1, 2, 4, 8, 16)
+# GPipe is not searched unless asked: it has 1F1B's bubble and holds every micro-batch's activations
+# (dominated); zb-h2 trades twice 1F1B's activations for its bubble and is searched when asked.
+SCHEDULES_SEARCHED = ("1f1b", "interleaved-1f1b", "zb-h1", "zb-v")
+SHARDINGS_SEARCHED = ("zero1", "ddp", "fsdp-full")
+RECOMPUTES_SEARCHED = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Degrees and choices the user fixed (None: searched)."""
+
+    tp: int | None = None
+    pp: int | None = None
+    vp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    micro_batch: int | None = None
+    sharding: str | None = None
+    recompute: str | None = None
+    schedule: str | None = None
+    sequence_parallel: bool | None = None
+    tp_comm_overlap: bool | None = None  # None: on wherever sequence parallelism is (Megatron's requirement)
+
+
+@dataclass
+class SearchResult:
+    best: list[Result]
+    not_fitting: list[Result]
+    evaluated: int
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def _pow2_upto(n: int) -> list[int]:
+    out, d = [], 1
+    while d <= n:
+        out.append(d)
+        d *= 2
+    return out
+
+
+def _divs(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
+    """Every layout to try (not yet checked for divisibility)."""
+    a = job.args
+    g = job.gpus
+    domain = job.system.scaleup.domain_gpus if job.system.scaleup is not None else job.system.gpus_per_node
+    tps = [fixed.tp] if fixed.tp else [t for t in _pow2_upto(min(g, domain, 64)) if g % t == 0]
+    pps = [fixed.pp] if fixed.pp else [p for p in _divs(g) if p <= a.layers and p <= 64]
+    # context parallelism pays off for long sequences: at least 2048 tokens per rank
+    cps = [fixed.cp] if fixed.cp else [c for c in _pow2_upto(min(g, 16)) if g % c == 0 and (c == 1 or job.seq_len // c >= 2048)]
+    eps = [fixed.ep] if fixed.ep else ([e for e in _pow2_upto(min(g, a.experts)) if a.experts % e == 0]
+                                        if a.experts else [1])
+    mbs = [fixed.micro_batch] if fixed.micro_batch else list(MICRO_BATCHES)
+    shardings = [fixed.sharding] if fixed.sharding else list(SHARDINGS_SEARCHED)
+    recomputes = [fixed.recompute] if fixed.recompute else list(RECOMPUTES_SEARCHED)
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                if g % (tp * pp * cp):
+                    continue
+                dp = g // (tp * pp * cp)
+                for ep in eps:
+                    if (dp * cp) % ep:
+                        continue
+                    for mb in mbs:
+                        if job.global_batch % (mb * dp):
+                            continue
+                        m = job.global_batch // (mb * dp)
+                        for sched, vp in _schedules(fixed, pp, m, a.layers):
+                            for sh in shardings:
+                                if sh != "ddp" and dp == 1:
+                                    continue
+                                if pp > 1 and sh in ("zero3", "fsdp-full", "fsdp-hybrid"):
+                                    continue  # Megatron does not combine pipelining with full sharding
+                                for rc in recomputes:
+                                    sp = bool((fixed.sequence_parallel if fixed.sequence_parallel is not None
+                                               else True) and tp > 1)
+                                    ov = fixed.tp_comm_overlap if fixed.tp_comm_overlap is not None else sp
+                                    yield base.with_(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, micro_batch=mb,
+                                                     grad_accum=m, schedule=sched, sharding=sh, recompute=rc,
+                                                     sequence_parallel=sp, tp_comm_overlap=bool(ov and tp > 1))
+
+
+def _schedules(fixed: Fixed, pp: int, m: int, layers: int) -> Iterator[tuple[str, int]]:
+    if pp == 1:
+        if fixed.schedule in (None, "1f1b"):
+            yield "1f1b", 1
+        return
+    names = [fixed.schedule] if fixed.schedule else list(SCHEDULES_SEARCHED)
+    for s in names:
+        if s == "interleaved-1f1b":
+            if m % pp:
+                continue
+            vps = [fixed.vp] if fixed.vp else [v for v in range(2, 9) if layers % (pp * v) == 0]
+            for v in vps:
+                if v >= 2 and pp * v <= layers:
+                    yield s, v
+        elif s == "zb-v":
+            if (fixed.vp in (None, 2)) and 2 * pp <= layers:
+                yield s, 2
+        elif fixed.vp in (None, 1):
+            yield s, 1
+
+
+def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objective: str = "time",
+           ctx: Context | None = None) -> SearchResult:
+    """The `top` fastest layouts that fit, and the best of those that do not (with reasons)."""
+    if objective not in ("time", "cost"):
+        raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
+    ctx = ctx or Context.make(job)
+    base = base or Plan()
+    fits: list[Result] = []
+    nofit: list[Result] = []
+    skipped: dict[str, int] = {}
+    n = 0
+    total = float(job.args.params()[0])
+    capacity = job.gpu.memory_gb * 1e9
+    for plan in candidates(job, fixed, base):
+        try:
+            check_layout(job, plan)
+        except InputError as e:
+            key = (e.field or "layout")
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        if _states_floor(ctx, plan, total) > capacity:
+            skipped["memory"] = skipped.get("memory", 0) + 1  # the model states alone exceed the GPU
+            continue
+        r = evaluate(ctx, plan)
+        n += 1
+        (fits if r.fits else nofit).append(r)
+    fits.sort(key=lambda r: r.step_s)
+    nofit.sort(key=lambda r: r.peak_memory_bytes)
+    return SearchResult(fits[:top], nofit[:top], n, skipped)
+
+
+def _states_floor(ctx: Context, plan: Plan, total: float) -> float:
+    """A lower bound of one rank's model states (weights, gradients, optimizer states under the
+    sharding; experts spread over ep): a layout above the GPU's memory on this alone is skipped
+    without simulating its schedule."""
+    share = total / (plan.tp * plan.pp * max(1, plan.ep))
+    full = plan.sharding in ("zero3", "fsdp-full", "fsdp-hybrid")
+    grad = plan.sharding in ("zero2", "zero3", "fsdp-full", "fsdp-hybrid", "fsdp-grad-op")
+    shard = plan.shard_gpus(ctx.job.system.gpus_per_node) if plan.sharding == "fsdp-hybrid" else plan.dp
+    opt = (12.0 if ctx.param_bytes < 4.0 else 8.0) / (shard if plan.sharding != "ddp" else 1)
+    return share * (ctx.param_bytes / (shard if full else 1) + ctx.grad_bytes / (shard if grad else 1) + opt)

@@ -1,0 +1,71 @@
+"""`whichgpu plan` and `whichgpu validate-plan` end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.cli.conftest import invoke, invoke_json
+
+DATA = Path(__file__).resolve().parent.parent / "planner_data"  # copies of shared/validation
+ARGS = ("llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "16", "--global-batch", "64", "--seq-len", "4096")
+
+
+def test_plan_json_lists_layouts_with_the_promised_fields() -> None:
+    doc = invoke_json("plan", "whichgpu.plan/1", *ARGS, "--top", "3")
+    assert doc["gpus"] == 16 and doc["tokens_per_step"] == 64 * 4096
+    assert 1 <= len(doc["plans"]) <= 3
+    keys = {"tp", "pp", "vp", "cp", "ep", "dp", "micro_batch", "grad_accum", "sharding", "recompute", "schedule",
+            "step_s", "tokens_per_s", "model_tflops_per_gpu", "mfu", "peak_memory_gb", "fits"}
+    for p in doc["plans"]:
+        assert keys <= set(p)
+        assert p["fits"] and p["tp"] * p["pp"] * p["cp"] * p["dp"] == 16
+        assert p["micro_batch"] * p["dp"] * p["grad_accum"] == 64
+        assert 0 < p["mfu"] < 1 and p["peak_memory_gb"] <= 80
+        assert set(p["time_split_s"]) >= {"compute", "tp", "cp", "ep", "bubble", "dp", "optimizer", "overhead"}
+    steps = [p["step_s"] for p in doc["plans"]]
+    assert steps == sorted(steps)
+
+
+def test_fixed_degrees_are_kept() -> None:
+    doc = invoke_json("plan", "whichgpu.plan/1", *ARGS, "--tp", "2", "--pp", "2", "--schedule", "zb-h1")
+    assert all((p["tp"], p["pp"], p["schedule"]) == (2, 2, "zb-h1") for p in doc["plans"])
+
+
+@pytest.mark.parametrize(("extra", "text"), [
+    (("--tp", "3"), "--gpus"),
+    (("--tp", "4", "--pp", "1", "--cp", "1", "--micro-batch", "3"), "not divisible"),
+    (("--schedule", "zb-x"), "zb-h1"),
+    (("--ep", "2"), "dense"),
+    (("--export", "megatron"), "--out"),
+])
+def test_bad_input_is_one_line_and_exit_2(extra: tuple[str, ...], text: str) -> None:
+    res = invoke("plan", *ARGS, *extra)
+    assert res.exit_code == 2, res.output
+    assert text in res.output and "Traceback" not in res.output
+
+
+def test_no_layout_fits_exits_1_with_the_reason() -> None:
+    res = invoke("plan", "llama-3-405b", "--gpu", "a100-sxm4-40gb", "--system", "dgx-a100-320gb", "--gpus", "8",
+                 "--global-batch", "8", "--seq-len", "4096")
+    assert res.exit_code == 1, res.output
+    assert "no layout" in res.output and "fits" in res.output
+
+
+def test_html_has_the_gantt_chart_and_export_writes_megatron_args(tmp_path: Path) -> None:
+    page, script = tmp_path / "plan.html", tmp_path / "run.sh"
+    res = invoke("plan", *ARGS, "--pp", "2", "--html", str(page), "--export", "megatron", "--out", str(script))
+    assert res.exit_code == 0, res.output
+    html = page.read_text()
+    assert "<svg" in html and "Pipeline schedule" in html and "Where the step goes" in html
+    text = script.read_text()
+    assert "--pipeline-model-parallel-size 2" in text and "--global-batch-size 64" in text
+
+
+def test_validate_plan_scores_every_corpus() -> None:
+    doc = invoke_json("validate-plan", "whichgpu.validate-plan/1", "--data", str(DATA), "--only",
+                      "llm_training,zero_bubble")
+    llm = doc["corpora"]["llm_training"]
+    assert llm["summary"]["rows"] >= 20
+    assert any("MoE" in n["reason"] for n in llm["not_scored"])
+    assert doc["corpora"]["zero_bubble"]["max_abs_diff"] < 1e-3

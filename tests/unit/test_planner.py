@@ -1,0 +1,112 @@
+"""The parallel planner: layer kernels, layout checks, evaluation, search."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from whichgpu.errors import InputError
+from whichgpu.hardware.catalog import load_catalog
+from whichgpu.hardware.system import load_systems
+from whichgpu.parallel.layer import Shard, layer_ops
+from whichgpu.parallel.models import planner_model
+from whichgpu.parallel.plan import Plan
+from whichgpu.parallel.planner import Context, Job, check_layout, evaluate, split_layers
+from whichgpu.parallel.search import Fixed, search
+
+
+def _job(model: str = "llama-3-70b", gpus: int = 64, gb: int = 128, seq: int = 4096, gpu: str = "h100-sxm5-80gb",
+         system: str = "dgx-h100", precision: str = "bf16") -> Job:
+    mid, a, _ = planner_model(model)
+    return Job(mid, a, load_catalog().get(gpu), load_systems().get(system), gpus, gb, seq, precision)
+
+
+def _plan(**kw: object) -> Plan:
+    base: dict[str, object] = {"engine": "megatron", "sharding": "zero1", "recompute": "none"}
+    base.update(kw)
+    return Plan(**base)  # type: ignore[arg-type]
+
+
+def test_split_layers_even_remainder_and_accounting_for_embedding_and_loss() -> None:
+    assert split_layers(80, 8) == [10] * 8
+    s = split_layers(30, 4)  # remainder to the middle stages
+    assert sum(s) == 30 and s[0] == s[-1] == 7 and sorted(s[1:3]) == [8, 8]
+    s = split_layers(126, 128)  # Llama-3.1 405B over pp 16 x vp 8: embedding and loss count as layers
+    assert sum(s) == 126 and s[0] == s[-1] == 0 and set(s[1:-1]) == {1}
+
+
+def test_forward_gemm_flops_are_two_per_matmul_weight_per_token() -> None:
+    _, a, _ = planner_model("llama-3-8b")
+    for tp in (1, 2, 4):
+        sh = Shard(micro_batch=2, seq=2048, tp=tp)
+        fwd, dgrad, wgrad, _ = layer_ops(a, 0, sh)
+        gemm = sum(o.flops for o in fwd if o.category == "matmul")
+        per_layer = a.matmul_params() / a.layers / tp
+        assert gemm == pytest.approx(2.0 * sh.tokens * per_layer, rel=1e-9)
+        assert sum(o.flops for o in wgrad) == pytest.approx(gemm, rel=1e-9)
+        assert sum(o.flops for o in dgrad if o.category == "matmul") == pytest.approx(gemm, rel=1e-9)
+
+
+@pytest.mark.parametrize(("plan", "field", "text"), [
+    ({"tp": 3, "dp": 1, "pp": 1}, "gpus", "multiply to the GPU count"),
+    ({"tp": 3, "pp": 1, "dp": 32, "micro_batch": 1, "grad_accum": 4, "gpus": 96}, "tp", "64 attention heads"),
+    ({"tp": 8, "pp": 1, "dp": 8, "micro_batch": 3, "grad_accum": 5}, "global_batch", "not divisible"),
+    ({"tp": 8, "pp": 1, "dp": 8, "micro_batch": 1, "grad_accum": 4}, "grad_accum", "does not match"),
+    ({"tp": 8, "pp": 1, "dp": 4, "cp": 2, "ep": 2, "micro_batch": 1, "grad_accum": 32}, "ep", "dense"),
+])
+def test_check_layout_names_the_field(plan: dict[str, int], field: str, text: str) -> None:
+    gpus = plan.pop("gpus", 64)
+    with pytest.raises(InputError, match=text) as e:
+        check_layout(_job(gpus=gpus), _plan(**plan))
+    assert e.value.field == field
+
+
+def test_evaluate_physics() -> None:
+    job = _job()
+    ctx = Context.make(job)
+    base = {"dp": 2, "micro_batch": 1, "grad_accum": 64, "sequence_parallel": True}
+    one = evaluate(ctx, _plan(tp=4, pp=8, schedule="1f1b", **base))
+    inter = evaluate(ctx, _plan(tp=4, pp=8, vp=5, schedule="interleaved-1f1b", **base))
+    full = evaluate(ctx, _plan(tp=4, pp=8, schedule="1f1b", **{**base, "recompute": "full"}))
+    assert 0 < inter.bubble_fraction < one.bubble_fraction < 0.2
+    assert full.memory["activations"] < one.memory["activations"]
+    assert full.step_s > one.step_s and full.hfu > full.mfu
+    wider = evaluate(ctx, _plan(tp=8, pp=8, schedule="1f1b", **{**base, "dp": 1, "grad_accum": 128}))
+    assert wider.memory["weights"] < one.memory["weights"]
+    for r in (one, inter, full, wider):
+        assert r.fits == (r.peak_memory_bytes <= job.gpu.memory_gb * 1e9)
+        assert r.split["tp"] > 0 and r.split["compute"] > 0
+        assert all(math.isfinite(v) for v in r.to_dict()["time_split_s"].values())
+        assert r.tokens_per_s == pytest.approx(job.tokens / r.step_s)
+
+
+def test_zero1_shards_the_optimizer_and_fsdp_everything() -> None:
+    job = _job("llama-3-8b", gpus=8, gb=64, seq=2048)
+    ctx = Context.make(job)
+    kw = {"dp": 8, "micro_batch": 1, "grad_accum": 8}
+    ddp = evaluate(ctx, _plan(sharding="ddp", **kw))
+    z1 = evaluate(ctx, _plan(sharding="zero1", **kw))
+    fsdp = evaluate(ctx, _plan(sharding="fsdp-full", **kw))
+    assert z1.memory["optimizer"] == pytest.approx(ddp.memory["optimizer"] / 8)
+    assert z1.memory["weights"] == ddp.memory["weights"]
+    assert fsdp.memory["weights"] < ddp.memory["weights"] / 4 and fsdp.memory["gradients"] < ddp.memory["gradients"]
+
+
+def test_search_keeps_fixed_degrees_and_orders_by_step_time() -> None:
+    job = _job("llama-3-8b", gpus=16, gb=64, seq=4096)
+    res = search(job, Fixed(tp=2), Plan(engine="megatron"), top=5)
+    assert res.best and all(r.plan.tp == 2 for r in res.best)
+    steps = [r.step_s for r in res.best]
+    assert steps == sorted(steps)
+    assert all(r.fits for r in res.best)
+    for r in res.best:
+        p = r.plan
+        assert p.tp * p.pp * p.cp * p.dp == 16 and p.micro_batch * p.dp * p.grad_accum == 64
+
+
+def test_nothing_fits_reports_the_closest() -> None:
+    job = _job("llama-3-405b", gpus=8, gb=8, seq=4096, gpu="a100-sxm4-40gb", system="dgx-a100-320gb")
+    res = search(job, Fixed(), Plan(engine="megatron"), top=3)
+    assert not res.best
+    assert res.skipped.get("memory", 0) > 0 or res.not_fitting

@@ -1,0 +1,77 @@
+"""Accuracy bounds of the parallel planner on the published multi-GPU corpora (copies of
+shared/validation in tests/planner_data). `whichgpu validate-plan --data tests/planner_data` prints the same
+figures. Bounds are the issue's targets where met, else the current figures as regression guards
+(named so)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from whichgpu.measure import planner_validate as pv
+
+DATA = Path(__file__).resolve().parent.parent / "planner_data"  # copies of shared/validation
+
+
+@pytest.fixture(scope="module")
+def llm() -> list[pv.Scored]:
+    return pv.llm_training_rows(DATA / "llm_training.csv")
+
+
+def test_llm_training_dense_rows_within_the_targets(llm: list[pv.Scored]) -> None:
+    s = pv.summary(llm)
+    assert s["rows"] >= 20
+    assert s["median"] <= 0.10 and s["p90"] <= 0.25
+    assert abs(s["signed"]) <= 0.05
+
+
+def test_llm_training_per_source_and_gpu(llm: list[pv.Scored]) -> None:
+    by: dict[str, list[pv.Scored]] = defaultdict(list)
+    for r in llm:
+        by[r.source].append(r)
+        gpu = r.name.split(" / ")[1].split(" x")[0].split("-")[0]
+        by[gpu].append(r)
+    assert pv.summary(by["megatron-2021"])["median"] <= 0.15
+    assert pv.summary(by["nemo"])["median"] <= 0.10
+    for gpu in ("A100", "H100", "B200", "GB200"):
+        s = pv.summary(by[gpu])
+        assert s["rows"] >= 2, gpu
+        assert abs(s["signed"]) <= 0.20, (gpu, s)  # GB200 reads +15 % today (see the planner note)
+
+
+def test_llm_training_lists_what_it_does_not_score(llm: list[pv.Scored]) -> None:
+    reasons = [r.reason for r in llm if r.error is None]
+    assert sum("MoE" in x for x in reasons) >= 10
+    assert all(reasons)
+
+
+def test_vtrain_iteration_time() -> None:
+    rows, picks = pv.vtrain_rows(DATA / "planner_dev" / "vtrain.csv")
+    s = pv.summary(rows)
+    assert s["rows"] == 1440
+    assert s["median"] <= 0.12  # the issue's target
+    assert s["p90"] <= 0.25
+    by: dict[str, list[pv.Scored]] = defaultdict(list)
+    for r in rows:
+        by[r.group].append(r)
+    for g, v in by.items():
+        assert pv.summary(v)["median"] <= 0.15, g
+    # regression guard, not the target (every job within 5%): 80 of 144 jobs today
+    assert sum(p["miss"] <= 0.05 for p in picks) >= 78
+    assert sorted(p["miss"] for p in picks)[len(picks) // 2] <= 0.05
+
+
+def test_llm_foundry_mfu() -> None:
+    rows = pv.foundry_rows(DATA / "planner_dev" / "llm_foundry.csv")
+    s = pv.summary(rows)
+    assert s["rows"] == 139
+    # regression guard, not the target (median 10 %): 14.8 % today, long sequences read too fast
+    assert s["median"] <= 0.16 and s["p90"] <= 0.55
+
+
+def test_zero_bubble_table5_reproduced() -> None:
+    rows = pv.zero_bubble_rows(DATA / "planner_dev")
+    assert len(rows) == 48 and all(r.measured is not None for r in rows)
+    assert pv.abs_diff(rows) <= 1e-3
