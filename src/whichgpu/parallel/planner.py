@@ -496,7 +496,10 @@ def _memory(ctx: Context, plan: Plan, n: float, ex: float, saved: float, inp: fl
         unit = max(a.layer_params(i) for i in range(a.layers)) / plan.tp
         weights += 2 * unit * 2.0  # the gathered unit and the prefetched next one, 16-bit
     recompute = plan.recompute or "none"
-    # In-flight micro-batches on this rank, in chunk units (stage 0 holds the most).
+    # In-flight micro-batches in chunk units: the schedule's peak over the ranks (stage 0 holds the
+    # most; the same count is charged to every rank, an upper bound for the later stages). Under the
+    # zero-bubble schedules a micro-batch whose W is still pending keeps the weight-gradient GEMMs'
+    # inputs and output gradients: half its saved activations, as an allowance.
     held = max(1, peak_act)
     if plan.pp == 1:
         held = 1
