@@ -226,8 +226,11 @@ class Context:
 
 
 def _peak_dtype(ctx: Context) -> tuple[float, str]:
+    """The datasheet dense peak MFU is measured against (not the sustained-clock rate)."""
+    from whichgpu.perf.estimate import mfu_peak_flops
+
     r = ctx.device.rate(ctx.policy_dtype)
-    return r.flops, r.dtype
+    return mfu_peak_flops(ctx.job.gpu, r.dtype, r.flops / ctx.device.clock_scale), r.dtype
 
 
 def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: int, ep: int) -> tuple[float, float]:

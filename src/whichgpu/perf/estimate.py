@@ -336,6 +336,12 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine, system: Syst
                    costs, collective_s)
 
 
+def mfu_peak_flops(spec: GpuSpec, dtype: str, fallback: float) -> float:
+    """The peak MFU is measured against: the catalog's dense peak of the dtype's path, FLOP/s."""
+    peak = spec.peak(dtype)
+    return peak * 1e12 if peak else fallback
+
+
 def step_bound(split: dict[str, float], cpu_s: float, gpu_s: float) -> str:
     """What limits a step, one definition for every report: "host" when the CPU's dispatch takes
     longer than the GPU's work and communication (the GPU waits; a faster card cannot help), else
@@ -409,13 +415,16 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
     tokens = trace.tokens * plan.dp / step if trace.tokens else 0.0
     pol = POLICIES.get(trace.precision)
     peak_rate = dev.rate(pol.matmul_dtype if pol else "fp32")
+    # MFU and HFU against the datasheet's dense peak of the path (PaLM's definition), not the
+    # sustained-clock rate the kernels are timed at
+    peak_flops = mfu_peak_flops(spec, peak_rate.dtype, peak_rate.flops / dev.clock_scale)
     flops = step_flops(trace)
-    mfu = flops.model / step / peak_rate.flops
-    hfu = flops.hardware / step / peak_rate.flops
+    mfu = flops.model / step / peak_flops
+    hfu = flops.hardware / step / peak_flops
     _, fit_meta = load_params_with_meta()
     assumptions = {
         "precision": trace.precision,
-        "mfu_peak": f"{peak_rate.dtype} dense {peak_rate.flops / 1e12:g} TFLOP/s"
+        "mfu_peak": f"{peak_rate.dtype} dense {peak_flops / 1e12:g} TFLOP/s (datasheet)"
                     + (f" (estimated: {cav})" if (cav := spec.peak_caveat(peak_rate.dtype)) else ""),
         "mfu": f"model FLOPs: {flops.definition}; HFU: all executed forward and backward FLOPs",
         "system": f"{system.id}: {system.name}",
