@@ -110,3 +110,17 @@ def test_nothing_fits_reports_the_closest() -> None:
     res = search(job, Fixed(), Plan(engine="megatron"), top=3)
     assert not res.best
     assert res.skipped.get("memory", 0) > 0 or res.not_fitting
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"])
+def test_stage_peaks_are_the_simulated_ones(schedule: str) -> None:
+    from whichgpu.parallel.planner import stage_peaks
+    from whichgpu.parallel.schedule import SPLIT_BACKWARD, simulate
+
+    for p, m in ((2, 2), (4, 4), (4, 8), (4, 16), (8, 8), (8, 24)):
+        v = {"interleaved-1f1b": 3, "zb-v": 2}.get(schedule, 1)
+        split = schedule in SPLIT_BACKWARD
+        tl = simulate(schedule, p, m, 1.3, 1.1 if split else 2.4, 0.9 if split else 0.0, 0.05, v)
+        act, pending = stage_peaks(schedule, p, m, v)
+        assert act == tl.peak_activations, (p, m)
+        assert pending == tl.peak_pending_w, (p, m)

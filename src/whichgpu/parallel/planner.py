@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from whichgpu.errors import InputError
@@ -237,14 +238,14 @@ def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: in
     """(parameters, of which expert parameters) one rank of the stage holds."""
     n = 0.0
     experts = 0.0
-    for i in layers:
+    for i, count in layer_kinds(a, layers.start, layers.stop):
         lp = a.layer_params(i)
         if a.is_moe(i):
             ex = a.experts * a.expert_params()
-            n += (lp - ex) / tp + ex / tp / ep
-            experts += ex / tp / ep
+            n += count * ((lp - ex) / tp + ex / tp / ep)
+            experts += count * ex / tp / ep
         else:
-            n += lp / tp
+            n += count * lp / tp
     if first:
         n += a.vocab * a.hidden / tp
     if last:
@@ -304,7 +305,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
         comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         raw = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         saved = inp = one = 0.0
-        for i in range(bounds[v], bounds[v + 1]):
+        for i, count in layer_kinds(a, bounds[v], bounds[v + 1]):
             lc: LayerCost = layer_cost(a, i, sh, dev, host_s)
             tp_raw = lc.tp_collectives * tp_coll(lc.tp_bytes)
             # --tp-comm-overlap pipelines the collectives with the GEMMs they feed: hidden up to
@@ -316,26 +317,26 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             cp_b = max(0.0, cp_raw_b - 2.5 * lc.attention_fwd_s)
             ep_f = 2 * all_to_all(lc.ep_bytes)
             passes = 3 if recompute == "full" else 2
-            raw["tp"] += passes * tp_raw
-            raw["cp"] += cp_raw_f * (passes - 1) + cp_raw_b
-            raw["ep"] += passes * ep_f
+            raw["tp"] += count * (passes * tp_raw)
+            raw["cp"] += count * (cp_raw_f * (passes - 1) + cp_raw_b)
+            raw["ep"] += count * (passes * ep_f)
             fwd = lc.forward_s + tp_f + cp_f + ep_f
             bwd = lc.input_grad_s + tp_f + cp_b + ep_f
-            comm["tp"] += 2 * tp_f
-            comm["cp"] += cp_f + cp_b
-            comm["ep"] += 2 * ep_f
+            comm["tp"] += count * (2 * tp_f)
+            comm["cp"] += count * (cp_f + cp_b)
+            comm["ep"] += count * (2 * ep_f)
             if recompute == "full":
                 bwd += fwd
-                comm["tp"] += tp_f
-                comm["cp"] += cp_f
-                comm["ep"] += ep_f
+                comm["tp"] += count * (tp_f)
+                comm["cp"] += count * (cp_f)
+                comm["ep"] += count * (ep_f)
             elif recompute == "selective":
                 bwd += lc.attention_fwd_s
-            f += fwd
-            b += bwd
-            w += lc.weight_grad_s
-            saved += lc.activation_bytes
-            inp += lc.input_bytes
+            f += count * (fwd)
+            b += count * (bwd)
+            w += count * (lc.weight_grad_s)
+            saved += count * (lc.activation_bytes)
+            inp += count * (lc.input_bytes)
             one = max(one, lc.activation_bytes)
         if v == 0:
             f += embed.forward_s
@@ -395,6 +396,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     # ---- memory and data-parallel collectives of the worst-memory rank
     mem_by_rank = []
     grads_by_rank = []
+    peaks = stage_peaks(plan.schedule, plan.pp, m, plan.vp) if plan.pp > 1 else None
     for r in range(plan.pp):
         vs = [v for v in range(stages) if _rank_of(v, plan) == r]
         n = ex = 0.0
@@ -408,7 +410,8 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             inp += i_
             one = max(one, o_)
         grads_by_rank.append((n, ex))
-        mem_by_rank.append(_memory(ctx, plan, n, ex, saved / len(vs), inp / len(vs), one, r, peak_act, peak_w,
+        pa, pw = (peaks[0][r], peaks[1][r]) if peaks else (peak_act, peak_w)
+        mem_by_rank.append(_memory(ctx, plan, n, ex, saved / len(vs), inp / len(vs), one, r, pa, pw,
                                    r == _rank_of(stages - 1, plan), len(vs), sh))
     worst_mem = max(range(plan.pp), key=lambda r: sum(mem_by_rank[r].values()))
     memory = mem_by_rank[worst_mem]
@@ -466,6 +469,43 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     return res
 
 
+def stage_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per pipeline rank: the most (micro-batch, chunk) activations held at once, and the most
+    weight-gradient passes pending, from a simulation of the schedule's order at unit pass times.
+    The counts depend on the order, not on the times, and stop growing once the steady state is
+    reached, within 2p micro-batches (GPipe excepted: it holds all m); a run of min(m, 2p) gives
+    them (tests check this against full simulations)."""
+    if schedule == "gpipe":
+        return tuple(m for _ in range(p)), tuple(0 for _ in range(p))
+    mm = min(m, 2 * p)
+    if schedule in ("interleaved-1f1b", "zb-v") and mm != m:
+        mm = max(p, mm - mm % p)
+    return _peaks(schedule, p, mm, v)
+
+
+@lru_cache(maxsize=4096)
+def _peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    from whichgpu.parallel.schedule import SPLIT_BACKWARD, simulate
+
+    split = schedule in SPLIT_BACKWARD
+    tl = simulate(schedule, p, m, 1.0, 1.0 if split else 2.0, 1.0 if split else 0.0, 0.0, v)
+    return tl.peak_activations, tl.peak_pending_w
+
+
+@lru_cache(maxsize=65536)
+def layer_kinds(a: DecoderArgs, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    """Layers lo..hi-1 grouped by kind (window, MoE): (first layer of the kind, count). Layers of a
+    kind cost alike (layer_cost caches by kind), so a stage sums kinds, not layers."""
+    seen: dict[tuple[int, bool], list[int]] = {}
+    for i in range(lo, hi):
+        k = (a.window(i), a.is_moe(i))
+        if k in seen:
+            seen[k][1] += 1
+        else:
+            seen[k] = [i, 1]
+    return tuple((first, n) for first, n in seen.values())
+
+
 def _rank_of(v: int, plan: Plan) -> int:
     """Pipeline rank that holds virtual stage v."""
     p = plan.pp
@@ -499,10 +539,9 @@ def _memory(ctx: Context, plan: Plan, n: float, ex: float, saved: float, inp: fl
         unit = max(a.layer_params(i) for i in range(a.layers)) / plan.tp
         weights += 2 * unit * 2.0  # the gathered unit and the prefetched next one, 16-bit
     recompute = plan.recompute or "none"
-    # In-flight micro-batches in chunk units: the schedule's peak over the ranks (stage 0 holds the
-    # most; the same count is charged to every rank, an upper bound for the later stages). Under the
-    # zero-bubble schedules a micro-batch whose W is still pending keeps the weight-gradient GEMMs'
-    # inputs and output gradients: half its saved activations, as an allowance.
+    # In-flight micro-batches in chunk units: this rank's peak in the simulated schedule (stage_peaks).
+    # Under the zero-bubble schedules a micro-batch whose W is still pending keeps the weight-gradient
+    # GEMMs' inputs and output gradients: half its saved activations, as an allowance.
     held = max(1, peak_act)
     if plan.pp == 1:
         held = 1
