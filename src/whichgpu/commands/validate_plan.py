@@ -32,7 +32,7 @@ def validate_plan_cmd(
     show_rows: bool = typer.Option(False, "--rows", help="List every row."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Median / p90 / signed error of the planner per corpus and group, the rows not scored with the
+    """Median / p90 / signed error of the planner per corpus, group and GPU, the rows not scored with the
     reason, vTrain's pick-within-5% per job, and the Zero Bubble bubble rates."""
     from whichgpu.measure import planner_validate as pv
     from whichgpu.report.console import compact_table, console, say
@@ -66,8 +66,13 @@ def validate_plan_cmd(
         groups: dict[str, list[Any]] = defaultdict(list)
         for r in rows:
             groups[r.group].append(r)
+        by_gpu: dict[str, list[Any]] = defaultdict(list)
+        for r in rows:
+            if r.gpu:
+                by_gpu[r.gpu].append(r)
         doc["corpora"][name] = {"summary": pv.summary(rows), **extra,
                                 "by_group": {g: pv.summary(v) for g, v in sorted(groups.items())},
+                                "by_gpu": {g: pv.summary(v) for g, v in sorted(by_gpu.items())},
                                 "not_scored": [{"name": r.name, "reason": r.reason} for r in rows if r.error is None],
                                 "rows": [r.to_dict() for r in rows]}
         tables.append((name, rows))
@@ -88,6 +93,9 @@ def validate_plan_cmd(
         t.add_row("all", str(s["rows"]), fmt(s["median"]), fmt(s["p90"]), fmt(s["signed"], True))
         for g, gs in c["by_group"].items():
             t.add_row(g, str(gs["rows"]), fmt(gs["median"]), fmt(gs["p90"]), fmt(gs["signed"], True))
+        if len(c["by_gpu"]) > 1:
+            for g, gs in c["by_gpu"].items():
+                t.add_row(f"GPU {g}", str(gs["rows"]), fmt(gs["median"]), fmt(gs["p90"]), fmt(gs["signed"], True))
         console.print(t)
         if name == "vtrain":
             say(f"vtrain: the planner's pick is within 5% of the measured best in {c['pick_within_5pct']} of "
@@ -99,6 +107,8 @@ def validate_plan_cmd(
         if show_rows:
             for r in rows:
                 e = r.error
+                if e is None and r.reason:
+                    continue  # listed above as not scored
                 say(f"  {r.name}: predicted {r.predicted if r.predicted is None else f'{r.predicted:.4g}'} "
                     f"measured {r.measured if r.measured is None else f'{r.measured:.4g}'} {r.unit}"
                     + (f" ({e:+.1%})" if e is not None else "") + (f" [{r.layout}]" if r.layout else ""))

@@ -60,6 +60,7 @@ class Scored:
     reason: str = ""
     layout: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    gpu: str = ""  # catalog id of the row's GPU ("" when not resolved)
 
     @property
     def error(self) -> float | None:
@@ -71,7 +72,7 @@ class Scored:
         e = self.error
         return {"source": self.source, "name": self.name, "group": self.group, "predicted": self.predicted,
                 "measured": self.measured, "unit": self.unit, "error": e, "reason": self.reason,
-                "layout": self.layout, **self.extra}
+                "layout": self.layout, "gpu": self.gpu, **self.extra}
 
 
 def summary(rows: Iterable[Scored]) -> dict[str, Any]:
@@ -186,6 +187,7 @@ def _llm_row(r: dict[str, str], search_own: bool) -> Scored:
         attention = "flash"
         measured_tps = float(_note(notes, "tokens/s/GPU") or 0) or None
     dp = gpus // (tp * pp * cp)
+    base.gpu = gpu_id
     gpu, system = _hw(gpu_id, system_id)
     job = Job(model_id, args, gpu, system, gpus, gb, seq, precision, attention)
     ctx = Context.make(job)
@@ -266,7 +268,7 @@ def vtrain_rows(path: Path) -> tuple[list[Scored], list[dict[str, Any]]]:
         measured = float(r["iteration_time_ms"])
         layout = f"tp{tp} dp{dp} pp{pp} mb{mb}"
         out.append(Scored("vtrain", r["group"] + " " + layout, r["group"].split(":")[1], res.step_s * 1e3, measured,
-                          "ms", layout=layout))
+                          "ms", layout=layout, gpu=gpu.id))
         groups[r["group"]].append((res.step_s * 1e3, measured, layout))
     picks = []
     for grp, v in sorted(groups.items()):
@@ -294,7 +296,7 @@ def foundry_rows(path: Path) -> list[Scored]:
         args = gpt_args(d, layers, heads, int(r["arch_vocab_size"]), max(seq, 2048), ffn)
         job = Job(f"mpt-{r['model']}", args, gpu, system, g, gb, seq, precision, "flash")
         name = f"mpt-{r['model']} {r['gpu']} x{g} seq{seq} mb{mb}x{ga}"
-        sc = Scored("foundry", name, f"{r['gpu']}", None, float(r["mfu_pct"]) / 100.0, "MFU")
+        sc = Scored("foundry", name, f"{r['gpu']}", None, float(r["mfu_pct"]) / 100.0, "MFU", gpu=gpu.id)
         if gb != mb * ga * g:
             sc.reason = f"global batch {gb} != micro-batch {mb} x accumulation {ga} x {g} GPUs"
             out.append(sc)

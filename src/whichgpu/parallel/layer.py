@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from whichgpu.parallel.comm import collective_time
 from whichgpu.perf.device import Device
 from whichgpu.workload.flops import sdpa_backward_flops, sdpa_flops
 from whichgpu.workload.trace import Op
@@ -338,9 +337,3 @@ def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0) -> t
                     _time([head[1], *loss_b, norm[1]], dev, lat, host_s),
                     _time([head[2]], dev, lat, host_s), T * h * e * 2 + T * v * (e + 4.0))
     return embed, last
-
-
-def tp_time(nbytes: float, tp: int, system: object, params: object) -> float:
-    """One tensor-parallel all-reduce (or reduce-scatter + all-gather pair under sequence
-    parallelism: the same bytes through each link) of `nbytes` over `tp` GPUs."""
-    return collective_time("all_reduce", nbytes, tp, system, params)  # type: ignore[arg-type]

@@ -28,18 +28,21 @@ fits in a node uses the scale-up link, a wider one the scale-out network.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from whichgpu.errors import InputError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System
+from whichgpu.memory.states import shard_factors
 from whichgpu.parallel.comm import Link, collective_time, node_link, ring_link
 from whichgpu.parallel.layer import LayerCost, Shard, edge_costs, layer_cost
 from whichgpu.parallel.plan import FULL_SHARD, Plan
+from whichgpu.parallel.sharding import ring_collective
 from whichgpu.perf.device import Device
 from whichgpu.perf.kernels import memory_time
+from whichgpu.perf.mfu import attended_width, matmul_params_per_token
 from whichgpu.perf.params import PerfParams, load_params
 from whichgpu.workload.precision import get_precision
 from whichgpu.workload.zoo.llm.args import DecoderArgs
@@ -129,7 +132,7 @@ def check_layout(job: Job, plan: Plan) -> None:
                          f"has {job.gpus}: the degrees must multiply to the GPU count", field="gpus")
     if a.heads % plan.tp:
         raise InputError(f"tensor parallelism {plan.tp} does not divide the {a.heads} attention heads "
-                         f"(valid: {divisors(a.heads)})", field="tp")
+                         f"(valid: {_valid(a.heads)})", field="tp")
     if not a.mla and a.kv_heads % plan.tp and plan.tp % a.kv_heads:
         raise InputError(f"tensor parallelism {plan.tp} and the {a.kv_heads} key/value heads do not divide one "
                          "another", field="tp")
@@ -149,7 +152,7 @@ def check_layout(job: Job, plan: Plan) -> None:
                              field="ep")
         if a.experts % plan.ep:
             raise InputError(f"expert parallelism {plan.ep} does not divide the {a.experts} experts "
-                             f"(valid: {divisors(a.experts)})", field="ep")
+                             f"(valid: {_valid(a.experts)})", field="ep")
         if (plan.dp * plan.cp) % plan.ep:
             raise InputError(f"expert parallelism {plan.ep} must divide dp x cp = {plan.dp * plan.cp} (experts "
                              "are spread over the data-parallel ranks)", field="ep")
@@ -166,8 +169,13 @@ def check_layout(job: Job, plan: Plan) -> None:
                          f"{plan.pp}", field="schedule")
 
 
-def divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 64)
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _valid(n: int) -> str:
+    """The degrees that divide n, for an error message (up to 64)."""
+    return ", ".join(str(d) for d in divisors(n) if d <= 64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,6 +213,12 @@ class Context:
     master: bool
     model_flops_per_token: float
 
+    @property
+    def optimizer_bytes(self) -> float:
+        """Optimizer-side bytes per parameter, unsharded: FP32 main parameters, m and v (16-bit
+        parameters), or m and v only (FP32 parameters)."""
+        return 12.0 if self.master and self.param_bytes < 4.0 else 8.0
+
     @classmethod
     def make(cls, job: Job, params: PerfParams | None = None) -> Context:
         params = params or load_params()
@@ -216,13 +230,9 @@ class Context:
         # parameters in the optimizer; torch autocast (amp-*) keeps FP32 parameters.
         param_bytes = 4.0 if pol.name in ("fp32", "tf32") or pol.name.startswith("amp") else 2.0
         master = param_bytes < 4.0 or pol.fp8
-        n = a.matmul_params() + a.vocab * a.hidden
-        q = (a.qk_dim + a.v_dim) / 2.0
-        local = sum(1 for i in range(a.layers) if a.window(i))
-        width = a.heads * q * sum(min(job.seq_len, a.window(i)) if a.window(i) else job.seq_len
-                                  for i in range(a.layers)) if local else a.heads * q * a.layers * job.seq_len
-        # PaLM's 12 L H Q T (perf/mfu.py): attention over the whole square.
-        flops_per_token = 6.0 * n + 12.0 * width
+        # PaLM's 6N + 12LHQT per token, as perf/mfu.py counts it for a traced step
+        shape = a.shape()
+        flops_per_token = 6.0 * (matmul_params_per_token(shape) or 0.0) + 12.0 * attended_width(shape, job.seq_len)
         return cls(job, params, dev, pol.matmul_dtype, e, param_bytes, 4.0, master, flops_per_token)
 
 
@@ -492,6 +502,12 @@ def _peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tupl
     return tl.peak_activations, tl.peak_pending_w
 
 
+@lru_cache(maxsize=256)
+def largest_layer(a: DecoderArgs) -> int:
+    """Parameters of the largest layer (the unit ZeRO-3 / FSDP gathers at once)."""
+    return max(a.layer_params(i) for i, _ in layer_kinds(a, 0, a.layers))
+
+
 @lru_cache(maxsize=65536)
 def layer_kinds(a: DecoderArgs, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
     """Layers lo..hi-1 grouped by kind (window, MoE): (first layer of the kind, count). Layers of a
@@ -523,21 +539,14 @@ def _memory(ctx: Context, plan: Plan, n: float, ex: float, saved: float, inp: fl
     shard_over = plan.shard_gpus(job.system.gpus_per_node) if plan.sharding == "fsdp-hybrid" else dp
     dense = n - ex
     ex_dp = max(1, dp * plan.cp // plan.ep)  # data-parallel replicas of an expert
-    full = plan.sharding in FULL_SHARD
-    grad_shard = plan.sharding in ("zero2", "zero3", "fsdp-full", "fsdp-hybrid", "fsdp-grad-op")
-
-    def sharded(x: float, xe: float, on: bool) -> float:
-        return (x / shard_over + xe / max(1, ex_dp)) if on else x + xe
-
-    weights = sharded(dense, ex, full) * ctx.param_bytes
-    grads = sharded(dense, ex, grad_shard) * ctx.grad_bytes
-    opt_per = 12.0 if ctx.master else 8.0
-    if ctx.param_bytes == 4.0:
-        opt_per = 8.0  # FP32 parameters: m and v only
-    optimizer = sharded(dense, ex, plan.sharding != "ddp") * opt_per
-    if full:
-        unit = max(a.layer_params(i) for i in range(a.layers)) / plan.tp
-        weights += 2 * unit * 2.0  # the gathered unit and the prefetched next one, 16-bit
+    # the fraction of weights, gradients and optimizer states each GPU keeps (memory/states.py)
+    dense_f = shard_factors(plan.sharding, shard_over)
+    expert_f = shard_factors(plan.sharding, ex_dp)
+    weights, grads, optimizer = ((dense * fd + ex * fe) * per for fd, fe, per in
+                                 zip(dense_f, expert_f, (ctx.param_bytes, ctx.grad_bytes, ctx.optimizer_bytes),
+                                     strict=True))
+    if plan.sharding in FULL_SHARD:
+        weights += 2 * largest_layer(a) / plan.tp * 2.0  # the gathered unit and the prefetched next one, 16-bit
     recompute = plan.recompute or "none"
     # In-flight micro-batches in chunk units: this rank's peak in the simulated schedule (stage_peaks).
     # Under the zero-bubble schedules a micro-batch whose W is still pending keeps the weight-gradient
@@ -569,16 +578,13 @@ def _dp_comm(ctx: Context, plan: Plan, n: float, ex: float, b_s: list[float], w_
     a = job.args
     if plan.sharding in FULL_SHARD:
         # FSDP / ZeRO-3 communicate one wrapped unit (a transformer block) per collective
-        bucket = max(plan.bucket_mb * 1e6, max(a.layer_params(i) for i in range(a.layers)) / plan.tp * 2.0)
+        bucket = max(plan.bucket_mb * 1e6, largest_layer(a) / plan.tp * 2.0)
     else:
         # Megatron's gradient buckets: max(40M, 1M x dp) parameters (--ddp-bucket-size default)
         bucket = max(plan.bucket_mb * 1e6, max(40e6, 1e6 * dp) * ctx.grad_bytes)
 
     def coll(nbytes: float, n_: int, lk: Link) -> float:
-        if nbytes <= 0 or n_ <= 1:
-            return 0.0
-        buckets = max(1, math.ceil(nbytes / bucket))
-        return (n_ - 1) / n_ * nbytes / lk.bytes_per_s + lk.step_latency_s * (n_ - 1) * buckets
+        return ring_collective(nbytes, n_, lk, bucket)
 
     backward_last = max(b + w for b, w in zip(b_s, w_s, strict=True))
     if plan.sharding in FULL_SHARD:
@@ -596,5 +602,3 @@ def _dp_comm(ctx: Context, plan: Plan, n: float, ex: float, b_s: list[float], w_
     return total, min(exposed, total), f"{plan.sharding_label} over {dp} GPUs, {link.text}"
 
 
-def with_layout(plan: Plan, **kw: Any) -> Plan:
-    return replace(plan, **kw)

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from whichgpu.errors import InputError
+from whichgpu.memory.states import shard_factors
 from whichgpu.parallel.plan import Plan
-from whichgpu.parallel.planner import Context, Job, Result, check_layout, evaluate
+from whichgpu.parallel.planner import Context, Job, Result, check_layout, divisors, evaluate
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)
 # GPipe is not searched unless asked: it has 1F1B's bubble and holds every micro-batch's activations
@@ -59,17 +60,13 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def _divs(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
     """Every layout to try (not yet checked for divisibility)."""
     a = job.args
     g = job.gpus
     domain = job.system.scaleup.domain_gpus if job.system.scaleup is not None else job.system.gpus_per_node
     tps = [fixed.tp] if fixed.tp else [t for t in _pow2_upto(min(g, domain, 64)) if g % t == 0]
-    pps = [fixed.pp] if fixed.pp else [p for p in _divs(g) if p <= a.layers and p <= 64]
+    pps = [fixed.pp] if fixed.pp else [p for p in divisors(g) if p <= a.layers and p <= 64]
     # context parallelism pays off for long sequences: at least 2048 tokens per rank
     cps = [fixed.cp] if fixed.cp else [c for c in _pow2_upto(min(g, 16)) if g % c == 0 and (c == 1 or job.seq_len // c >= 2048)]
     eps = [fixed.ep] if fixed.ep else ([e for e in _pow2_upto(min(g, a.experts)) if a.experts % e == 0]
@@ -162,8 +159,6 @@ def _states_floor(ctx: Context, plan: Plan, total: float) -> float:
     sharding; experts spread over ep): a layout above the GPU's memory on this alone is skipped
     without simulating its schedule."""
     share = total / (plan.tp * plan.pp * max(1, plan.ep))
-    full = plan.sharding in ("zero3", "fsdp-full", "fsdp-hybrid")
-    grad = plan.sharding in ("zero2", "zero3", "fsdp-full", "fsdp-hybrid", "fsdp-grad-op")
     shard = plan.shard_gpus(ctx.job.system.gpus_per_node) if plan.sharding == "fsdp-hybrid" else plan.dp
-    opt = (12.0 if ctx.param_bytes < 4.0 else 8.0) / (shard if plan.sharding != "ddp" else 1)
-    return share * (ctx.param_bytes / (shard if full else 1) + ctx.grad_bytes / (shard if grad else 1) + opt)
+    fw, fg, fo = shard_factors(plan.sharding, shard)
+    return share * (ctx.param_bytes * fw + ctx.grad_bytes * fg + ctx.optimizer_bytes * fo)

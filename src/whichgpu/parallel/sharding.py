@@ -60,7 +60,7 @@ def gathered_param_bytes(trace: Trace) -> float:
     return trace.params * (pol.gathered_param_bytes if pol is not None else 4.0)
 
 
-def _collective(nbytes: float, gpus: int, link: Link, bucket_bytes: float) -> float:
+def ring_collective(nbytes: float, gpus: int, link: Link, bucket_bytes: float) -> float:
     """One ring reduce-scatter or all-gather: (n-1)/n of the buffer over the bus, n-1 latency
     steps per bucket."""
     if nbytes <= 0 or gpus <= 1:
@@ -87,7 +87,7 @@ def sharded_comm(trace: Trace, grad_elem_bytes: float, system: System, plan: Pla
     bucket = plan.bucket_mb * 1e6
 
     def coll(nbytes: float) -> float:
-        return _collective(nbytes, group, link, bucket)
+        return ring_collective(nbytes, group, link, bucket)
 
     def exposed(total: float, window: float, nbytes: float) -> float:
         last = coll(min(nbytes, bucket))  # the last bucket / unit cannot hide behind anything
@@ -104,7 +104,7 @@ def sharded_comm(trace: Trace, grad_elem_bytes: float, system: System, plan: Pla
         if hybrid and replicas > 1:  # all-reduce of each GPU's gradient shard across the nodes
             net = ring_link(system, replicas, params, plan.p2p, span=plan.gpus)
             shard = grads / group
-            across = 2.0 * _collective(shard, replicas, net, bucket)
+            across = 2.0 * ring_collective(shard, replicas, net, bucket)
             total += across
             hidden = hidden * accum + exposed(across, backward_s, shard)
             moved += 2.0 * (replicas - 1) / replicas * shard
