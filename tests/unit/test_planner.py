@@ -28,6 +28,22 @@ def _plan(**kw: object) -> Plan:
     return Plan(**base)  # type: ignore[arg-type]
 
 
+def test_first_generation_flash_attention_runs_at_half_the_rate() -> None:
+    from whichgpu.parallel.layer import layer_cost
+    from whichgpu.perf.device import Device
+    from whichgpu.perf.params import load_params
+
+    _, a, _ = planner_model("llama-3-8b")
+    dev = Device(load_catalog().get("a100-sxm4-80gb"), load_params())
+    costs = {att: layer_cost(a, 0, Shard(micro_batch=1, seq=16384, attention=att), dev, 0.0)
+             for att in ("flash", "flash1")}
+    fa2, fa1 = costs["flash"], costs["flash1"]
+    assert fa1.attention_fwd_s == pytest.approx(2 * fa2.attention_fwd_s, rel=0.02)
+    # only the attention kernels change: the rest of the forward pass is the same
+    assert fa1.forward_s - fa1.attention_fwd_s == pytest.approx(fa2.forward_s - fa2.attention_fwd_s, rel=1e-6)
+    assert fa1.weight_grad_s == pytest.approx(fa2.weight_grad_s)
+
+
 def test_split_layers_even_remainder_and_accounting_for_embedding_and_loss() -> None:
     assert split_layers(80, 8) == [10] * 8
     s = split_layers(30, 4)  # remainder to the middle stages

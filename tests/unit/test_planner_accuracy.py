@@ -67,8 +67,15 @@ def test_llm_foundry_mfu() -> None:
     rows = pv.foundry_rows(DATA / "planner_dev" / "llm_foundry.csv")
     s = pv.summary(rows)
     assert s["rows"] == 139
-    # regression guard, not the target (median 10 %): 14.8 % today, long sequences read too fast
-    assert s["median"] <= 0.16 and s["p90"] <= 0.55
+    assert s["median"] <= 0.10 and s["p90"] <= 0.20  # the target (median); 5.9 % / 16.6 % today
+    assert abs(s["signed"]) <= 0.05
+    # per GPU and per sequence length: no band of the table is biased (the FlashAttention-1 kernel
+    # of attn_impl: triton is what makes long sequences read right, not a fit)
+    for key in ("a100-sxm4-40gb", "a100-sxm4-80gb"):
+        g = pv.summary([r for r in rows if r.gpu == key])
+        assert g["median"] <= 0.10 and abs(g["signed"]) <= 0.06, key
+    long = pv.summary([r for r in rows if int(r.name.split("seq")[1].split()[0]) >= 16384])
+    assert long["median"] <= 0.12 and abs(long["signed"]) <= 0.10
 
 
 def test_zero_bubble_table5_reproduced() -> None:

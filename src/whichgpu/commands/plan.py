@@ -53,8 +53,10 @@ def plan_cmd(
     tp_comm_overlap: bool = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                          help="Overlap tensor-parallel collectives with GEMMs (default: with sequence "
                                          "parallelism)."),
-    attention: str = typer.Option("flash", "--attention", help="flash (fused attention kernels) or unfused (score "
-                                  "GEMMs and a fused softmax, Megatron-LM before FlashAttention)."),
+    attention: str = typer.Option("flash", "--attention", help="flash (FlashAttention-2 or later, cuDNN/TE fused "
+                                  "attention), flash1 (FlashAttention-1 generation, 2022 Triton kernels: half the "
+                                  "rate) or unfused (score GEMMs and a fused softmax, Megatron-LM before "
+                                  "FlashAttention)."),
     engine: str = typer.Option("megatron", "--engine", help="Engine profile for host launch costs (default megatron)."),
     top: int = int_option(5, "--top", bound=limits.Bound(1, 100), help="Layouts to show."),
     objective: str = typer.Option("time", "--objective", help="time (fastest step) or cost (cheapest step; with a "
@@ -71,13 +73,13 @@ def plan_cmd(
     memory; the closest layouts that do not fit, with the reason."""
     from whichgpu.parallel.models import planner_model
     from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
-    from whichgpu.parallel.planner import Context, Job
+    from whichgpu.parallel.planner import ATTENTIONS, Context, Job
     from whichgpu.parallel.search import Fixed, search
 
     if objective not in ("time", "cost"):
         raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
-    if attention not in ("flash", "unfused"):
-        raise InputError(f"attention must be 'flash' or 'unfused', got {attention!r}", field="attention")
+    if attention not in ATTENTIONS:
+        raise InputError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}", field="attention")
     for name, value, valid in (("sharding", sharding, SHARDINGS), ("recompute", recompute, RECOMPUTES),
                                ("schedule", schedule, SCHEDULES)):
         if value is not None and value not in valid:

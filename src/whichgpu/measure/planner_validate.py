@@ -43,7 +43,8 @@ SOURCE_ASSUMPTIONS = {
             "with tp > 1, TP communication overlap, DGX systems",
     "vtrain": "vTrain (Megatron-DeepSpeed, A100 80GB, one DGX A100 node): FP16, unfused attention, full activation "
               "checkpointing, 1F1B, DDP without gradient bucketing (all-reduce after backward), vocab 50257",
-    "foundry": "llm-foundry MPT (Composer, FSDP FULL_SHARD over all GPUs): flash attention, BF16 autocast "
+    "foundry": "llm-foundry MPT (Composer, FSDP FULL_SHARD over all GPUs): first-generation flash attention "
+               "(the yamls' attn_impl: triton, the 2022 Triton FlashAttention kernel: --attention flash1), BF16 autocast "
                "(amp_bf16; 'bf16' PURE rows as 16-bit weights), the row's micro-batch, accumulation and "
                "activation checkpointing, DGX A100 (80 GB) / DGX A100 320GB (40 GB) with 1600 Gbps RoCE",
 }
@@ -294,7 +295,7 @@ def foundry_rows(path: Path) -> list[Scored]:
         mb, ga, gb = int(r["micro_batch_size"]), int(r["grad_accum"]), int(r["global_batch_size"])
         precision = "amp-bf16" if r["precision"] == "amp_bf16" else "bf16"
         args = gpt_args(d, layers, heads, int(r["arch_vocab_size"]), max(seq, 2048), ffn)
-        job = Job(f"mpt-{r['model']}", args, gpu, system, g, gb, seq, precision, "flash")
+        job = Job(f"mpt-{r['model']}", args, gpu, system, g, gb, seq, precision, "flash1")
         name = f"mpt-{r['model']} {r['gpu']} x{g} seq{seq} mb{mb}x{ga}"
         sc = Scored("foundry", name, f"{r['gpu']}", None, float(r["mfu_pct"]) / 100.0, "MFU", gpu=gpu.id)
         if gb != mb * ga * g:

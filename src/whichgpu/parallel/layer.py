@@ -45,7 +45,8 @@ class Shard:
     sp: bool = False
     dtype: str = "bf16"  # the matmul path: bf16, fp16, fp8, tf32, fp32
     act_bytes: float = 2.0  # bytes of one activation value (16-bit, or 4 under fp32/tf32)
-    attention: str = "flash"  # "flash" (fused kernel) or "unfused" (score GEMMs, fused softmax, dropout)
+    attention: str = "flash"  # "flash" (FlashAttention-2 or later), "flash1" (first-generation fused
+    # kernels: half the rate, perf.estimate.FLASH1_SPEED) or "unfused" (score GEMMs, fused softmax, dropout)
 
     @property
     def tokens(self) -> int:
@@ -134,9 +135,11 @@ def layer_ops(a: DecoderArgs, layer: int, sh: Shard) -> tuple[list[Op], list[Op]
     af = sdpa_flops(sh.micro_batch, heads, s, s, d, dv, True, win) * pairs_share
     ab = sdpa_backward_flops(sh.micro_batch, heads, s, s, d, dv, True, win) * pairs_share
     qkv_bytes = T * (heads * d + 2 * kv * d) * e
-    attn_f = Op("attention", "attention", "forward", mod, attn_dtype, af, qkv_bytes, T * heads * dv * e, mm=mm)
+    gen = ("flash1",) if sh.attention == "flash1" else ()
+    attn_f = Op("attention", "attention", "forward", mod, attn_dtype, af, qkv_bytes, T * heads * dv * e, mm=mm,
+                tags=gen)
     attn_b = Op("attention.bwd", "attention", "backward", mod, attn_dtype, ab, 2 * qkv_bytes + 2 * T * heads * dv * e,
-                qkv_bytes, mm=mm, kernels=3)
+                qkv_bytes, mm=mm, kernels=3, tags=gen)
     attn_fwd_ops, attn_bwd_ops = [attn_f], [attn_b]
     if sh.attention == "unfused":
         attn_fwd_ops, attn_bwd_ops = _unfused_attention(sh, heads, d, dv, attn_dtype, mod)

@@ -61,6 +61,13 @@ OVERLAP = 1.0
 ADAM_BYTES_PER_PARAM = 32.0  # read p16 2 + g32 4 + master 4 + m 4 + v 4, write master, m, v, p16
 
 
+# The attention kernels a job runs: "flash" FlashAttention-2 or later (FA2/FA3, cuDNN and
+# Transformer Engine fused attention, PyTorch SDPA flash), "flash1" the first generation
+# (FlashAttention-1, its 2022 Triton port as llm-foundry's attn_impl: triton, 2022 xformers) at
+# half the rate, "unfused" score GEMMs with a fused softmax (Megatron-LM before FlashAttention).
+ATTENTIONS = ("flash", "flash1", "unfused")
+
+
 @dataclass(frozen=True)
 class Job:
     """The question: train `args` on `gpus` GPUs of `system`, `global_batch` sequences of
@@ -74,7 +81,7 @@ class Job:
     global_batch: int
     seq_len: int
     precision: str = "bf16"
-    attention: str = "flash"  # the attention kernels: flash (fused) or unfused (Megatron-LM 2020-21)
+    attention: str = "flash"  # the attention kernels, one of ATTENTIONS
 
     @property
     def tokens(self) -> int:
@@ -464,6 +471,11 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "precision": f"{job.precision} (matmuls on the {peak_dtype} path; MFU against {peak_flops / 1e12:g} TFLOP/s)",
             "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
             "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
+            "attention": {"flash": "fused flash kernels (FlashAttention-2 or later), causal",
+                          "flash1": "first-generation fused flash kernels (FlashAttention-1, 2022 Triton), causal, "
+                                    "at half FlashAttention-2's rate (Dao 2023)",
+                          "unfused": "score GEMMs, fused softmax and dropout (Megatron-LM before FlashAttention)",
+                          }[job.attention],
             "data_parallel": dp_text,
             "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
                          f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",

@@ -39,6 +39,12 @@ from whichgpu.workload.trace import Op, Trace
 GEMM_CATEGORIES = ("matmul", "conv", "attention", "rnn")
 GRAPH_REPLAY_S = 20e-6  # one cudaGraphLaunch per step
 SYNC_S = 20e-6  # a device-to-host synchronisation round trip
+# First-generation fused attention kernels (FlashAttention-1 in CUDA, its 2022 Triton port, the
+# xformers kernels of 2022) run at half the rate of FlashAttention-2 and later: FlashAttention-2
+# is "around 2x faster than FlashAttention" and FlashAttention reached "only 25-40% of the
+# theoretical maximum FLOPs/s" on A100 (Dao 2023, arXiv:2307.08691, abstract). Taken from the
+# paper, not fitted; ops tagged "flash1" get it.
+FLASH1_SPEED = 0.5
 
 
 @dataclass
@@ -217,6 +223,8 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
             body = tc + tm if overlap == "sum" else max(tc, tm)
             return body + lat, tc, tm, lat, ("compute" if tc >= tm else "memory"), o.dtype, 0.0
         factor = {"conv": p.conv_factor, "attention": p.attention_factor}.get(o.category, 1.0)
+        if "flash1" in o.tags:
+            factor *= FLASH1_SPEED
         group = next((int(t[4:]) for t in o.tags if t.startswith("gqa=")), 1)
         if o.category == "attention" and group > 1 and not eng.grouped_kv and mm is not None and mm[1] <= 16 * group:
             # Decode attention that runs per query head (no grouped K/V loads): each of the
