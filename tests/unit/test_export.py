@@ -42,6 +42,7 @@ MEGATRON_NAMES = {
     "--bf16", "--fp16", "--fp8-format", "--fp8-recipe", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--lr", "--min-lr", "--lr-decay-style", "--clip-grad", "--tokenizer-type",
     "--tokenizer-model", "--vocab-size", "--data-path", "--split", "--save", "--save-interval", "--log-interval",
+    "--grad-reduce-in-bf16", "--fp8-param-gather",
 }
 # Flags that take no value (action='store_true' / 'store_false' in the same file).
 MEGATRON_SWITCHES = {
@@ -49,6 +50,7 @@ MEGATRON_SWITCHES = {
     "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--group-query-attention", "--swiglu",
     "--disable-bias-linear", "--add-qkv-bias", "--qk-layernorm", "--untie-embeddings-and-output-weights",
     "--multi-latent-attention", "--moe-grouped-gemm", "--moe-router-enable-expert-bias", "--bf16", "--fp16",
+    "--grad-reduce-in-bf16", "--fp8-param-gather",
 }
 # torchtitan's TOML job-config keys the export writes, read from pytorch/torchtitan
 # torchtitan/config/job_config.py (commit 000204a4a8bf3d0f31adc44fc29855fbb6ea13d8: classes Job,
@@ -251,6 +253,18 @@ def test_fp8_and_zero_bubble_are_said() -> None:
     titan = tomllib.loads(export("torchtitan", job))
     assert titan["model"]["converters"] == ["float8"] and "float8" in titan
     assert titan["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
+
+
+def test_bf16_gradients_and_fp8_weights_reach_megatron() -> None:
+    from dataclasses import replace
+
+    job = _job("llama-3-8b", Plan(tp=2, dp=4, micro_batch=1, grad_accum=4, precision="fp8", sharding="zero1"))
+    plain = _megatron_flags(_torchrun_split(_command(export("megatron", job)), "pretrain_gpt.py")[1])
+    assert "--grad-reduce-in-bf16" not in plain and "--fp8-param-gather" not in plain
+    both = replace(job, grad_dtype="bf16", fp8_params=True)
+    flags = _megatron_flags(_torchrun_split(_command(export("megatron", both)), "pretrain_gpt.py")[1])
+    assert flags["--grad-reduce-in-bf16"] is True and flags["--fp8-param-gather"] is True
+    assert set(flags) <= MEGATRON_NAMES
 
 
 # ---- errors ---------------------------------------------------------------------------------

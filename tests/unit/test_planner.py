@@ -44,6 +44,22 @@ def test_first_generation_flash_attention_runs_at_half_the_rate() -> None:
     assert fa1.weight_grad_s == pytest.approx(fa2.weight_grad_s)
 
 
+def test_bf16_gradients_and_fp8_weights_shrink_memory_and_traffic() -> None:
+    from dataclasses import replace
+
+    base = _job("llama-3-70b", gpus=64, gb=128, seq=4096, precision="fp8")
+    plan = _plan(tp=4, pp=4, dp=4, micro_batch=1, grad_accum=32, schedule="1f1b", sequence_parallel=True)
+    r32 = evaluate(Context.make(base), plan)
+    r16 = evaluate(Context.make(replace(base, grad_dtype="bf16")), plan)
+    r8 = evaluate(Context.make(replace(base, grad_dtype="bf16", fp8_params=True)), plan)
+    assert r16.memory["gradients"] == pytest.approx(r32.memory["gradients"] / 2)
+    assert r16.memory["weights"] == pytest.approx(r32.memory["weights"])
+    assert r8.memory["weights"] == pytest.approx(r32.memory["weights"] / 2)
+    assert r8.memory["optimizer"] == pytest.approx(r32.memory["optimizer"])  # FP32 main weights, m and v
+    assert r16.comm_total["dp"] < r32.comm_total["dp"] and r8.comm_total["dp"] < r16.comm_total["dp"]
+    assert "BF16 gradients" in r16.assumptions["gradients"] and "FP8 weights" in r8.assumptions["gradients"]
+
+
 def test_split_layers_even_remainder_and_accounting_for_embedding_and_loss() -> None:
     assert split_layers(80, 8) == [10] * 8
     s = split_layers(30, 4)  # remainder to the middle stages

@@ -57,6 +57,11 @@ def plan_cmd(
                                   "attention), flash1 (FlashAttention-1 generation, 2022 Triton kernels: half the "
                                   "rate) or unfused (score GEMMs and a fused softmax, Megatron-LM before "
                                   "FlashAttention)."),
+    grad_dtype: str = typer.Option("fp32", "--grad-dtype", help="Main gradients and their data-parallel reduction: "
+                                   "fp32 (Megatron's default) or bf16 (--grad-reduce-in-bf16: half the gradient "
+                                   "memory and traffic)."),
+    fp8_params: bool = typer.Option(False, "--fp8-params", help="With --precision fp8: keep the weights in FP8 "
+                                    "(Megatron --fp8-param-gather; FP32 main weights stay in the optimizer)."),
     engine: str = typer.Option("megatron", "--engine", help="Engine profile for host launch costs (default megatron)."),
     top: int = int_option(5, "--top", bound=limits.Bound(1, 100), help="Layouts to show."),
     objective: str = typer.Option("time", "--objective", help="time (fastest step) or cost (cheapest step; with a "
@@ -73,11 +78,16 @@ def plan_cmd(
     memory; the closest layouts that do not fit, with the reason."""
     from whichgpu.parallel.models import planner_model
     from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
-    from whichgpu.parallel.planner import ATTENTIONS, Context, Job
+    from whichgpu.parallel.planner import ATTENTIONS, GRAD_DTYPES, Context, Job
     from whichgpu.parallel.search import Fixed, search
 
     if objective not in ("time", "cost"):
         raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
+    if grad_dtype not in GRAD_DTYPES:
+        raise InputError(f"grad-dtype must be one of {', '.join(GRAD_DTYPES)}, got {grad_dtype!r}", field="grad_dtype")
+    if fp8_params and precision != "fp8":
+        raise InputError(f"--fp8-params keeps FP8 weights: it needs --precision fp8, not {precision}",
+                         field="fp8_params")
     if attention not in ATTENTIONS:
         raise InputError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}", field="attention")
     for name, value, valid in (("sharding", sharding, SHARDINGS), ("recompute", recompute, RECOMPUTES),
@@ -104,7 +114,7 @@ def plan_cmd(
     if sys_.scaleout is None and gpus > sys_.gpus_per_node:
         raise InputError(f"{gpus} GPUs do not fit in one {sys_.name} ({sys_.gpus_per_node} GPUs) and it has no "
                          "scale-out network: pick a --system with one (see `whichgpu systems`)", field="system")
-    job = Job(model_id, args, g, sys_, gpus, gb, seq, precision, attention)
+    job = Job(model_id, args, g, sys_, gpus, gb, seq, precision, attention, grad_dtype, fp8_params)
     from whichgpu.workload.precision import get_precision
 
     get_precision(precision, "train")  # a bad or inference-only precision is a one-line error
@@ -143,7 +153,7 @@ def plan_cmd(
         best = res.best[0].plan
         per_node = min(sys_.gpus_per_node, gpus)
         text = do_export(export, ExportJob(model_id, args, best.with_(precision=precision), gb, seq, per_node,
-                                           max(1, gpus // per_node)))
+                                           max(1, gpus // per_node), grad_dtype=grad_dtype, fp8_params=fp8_params))
         try:
             out.write_text(text)
         except OSError as e:

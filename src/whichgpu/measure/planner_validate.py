@@ -39,6 +39,8 @@ SOURCE_ASSUMPTIONS = {
                      "softmax; FlashAttention came in 2022), full recomputation, distributed optimizer not yet "
                      "(DDP all-reduce), micro-batch and virtual stages searched (not published), DGX A100 SuperPOD",
     "nemo": "NeMo / Megatron-Bridge (2025): FP8 GEMMs (all FP8 recipes: delayed/current scaling, MXFP8) or BF16, "
+            "BF16 gradient reduction (the performance recipes' grad_reduce_in_fp32=False), FP8 weights with FP8 "
+            "(fp8_param_gather=True), "
             "flash attention (Transformer Engine), no recomputation, distributed optimizer, sequence parallel "
             "with tp > 1, TP communication overlap, DGX systems",
     "vtrain": "vTrain (Megatron-DeepSpeed, A100 80GB, one DGX A100 node): FP16, unfused attention, full activation "
@@ -190,7 +192,12 @@ def _llm_row(r: dict[str, str], search_own: bool) -> Scored:
     dp = gpus // (tp * pp * cp)
     base.gpu = gpu_id
     gpu, system = _hw(gpu_id, system_id)
-    job = Job(model_id, args, gpu, system, gpus, gb, seq, precision, attention)
+    # NeMo's performance recipes reduce gradients in BF16 (Megatron-Bridge scripts/performance/configs/
+    # llama/llama3*_llm_pretrain.py: grad_reduce_in_fp32 = False); Megatron-LM 2021 kept FP32 main grads
+    grad_dtype = "fp32" if short == "megatron-2021" else "bf16"
+    # and their FP8 recipes keep FP8 weights (Megatron-Bridge mixed_precision.py: fp8_param_gather=True)
+    job = Job(model_id, args, gpu, system, gpus, gb, seq, precision, attention, grad_dtype,
+              fp8_params=precision == "fp8" and short != "megatron-2021")
     ctx = Context.make(job)
     sharding = "fsdp-full" if fsdp else ("ddp" if short == "megatron-2021" or dp == 1 else "zero1")
     recompute = "full" if short == "megatron-2021" else "none"

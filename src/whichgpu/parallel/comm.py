@@ -6,6 +6,16 @@ all-gather), so t = 2 (n-1)/n * bytes / bus_bandwidth + per-step latency. Inside
 is the scale-up link (NVLink / Infinity Fabric, GB/s per direction) or PCIe; across nodes the
 per-GPU network bandwidth bounds it. Bus bandwidth is the link rate times an efficiency: NCCL
 measured 78-82% of NVLink spec for all-reduce on 8x A100 and 8x H200 (shared/validation/kernels.csv).
+
+All-reduce has three algorithms, and NCCL runs the fastest for the message (``allreduce_time``):
+* ring: 2 (n-1)/n of the message over the bus, 2 (n-1) latency steps;
+* tree (NCCL's double binary tree, across nodes only): the same bandwidth term for large messages
+  (the two trees each carry half), but latency in 2 log2(nodes) network hops plus a chain through
+  each node's GPUs: what wins at scale for small and medium messages;
+* NVLS (NVLink SHARP, NVSwitch 3rd generation and later: NVLink 4 and 5 switch fabrics): the
+  switch reduces, each GPU sends and receives the message once; measured bus bandwidth over the
+  ring's on the same node is the generation's ``NVLS_SPEEDUP``.
+Reduce-scatter and all-gather (ZeRO, FSDP, sequence parallelism) run as rings.
 """
 
 from __future__ import annotations
@@ -29,6 +39,21 @@ PCIE_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 PCIE_PEER_FACTOR = 0.75
 PCIE_HOST_STAGED_FACTOR = 0.5
 PCIE_STEP_LATENCY_S = 4e-6  # a ring step over PCIe, as over NVLink (NCCL's small-message latency)
+
+
+# NVLS all-reduce bus bandwidth over the ring's on the same node, by NVLink generation: nccl-tests
+# all_reduce_perf at 8-16 GiB, NVLS on vs off (shared/validation/kernels.csv, stas00/ml-engineering
+# network/README.md): 8x H200 480.0 / 367.2 GB/s = 1.31, 8x B200 838.0 / 682.2 GB/s = 1.23.
+NVLS_SPEEDUP = {"nvlink4": 480.0 / 367.2, "nvlink5": 838.0 / 682.2}
+
+
+def nvls_speedup(system: System, group: int) -> float:
+    """NVLS's all-reduce bandwidth factor for `group` GPUs inside one switched NVLink domain of
+    `system` (1.0: no NVLS: older NVLink, point-to-point bridges, PCIe, or a group past the domain)."""
+    su = system.scaleup
+    if su is None or group <= 2 or group > su.domain_gpus or su.domain_gpus <= 2:
+        return 1.0
+    return NVLS_SPEEDUP.get(su.generation, 1.0)
 
 
 @dataclass(frozen=True)
@@ -93,6 +118,31 @@ def ring_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, s
     return Link(intra.bytes_per_s, lat, intra.text)
 
 
+def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, system: System,
+                   span: int | None = None) -> tuple[float, str]:
+    """(seconds, algorithm) of an all-reduce of `nbytes` in buckets of `bucket_bytes` over a ring
+    of `gpus` GPUs placed over `span` GPUs of `system`, bottlenecked by `link`: the fastest of ring,
+    tree (across nodes) and NVLS (inside a switched NVLink domain)."""
+    if nbytes <= 0 or gpus <= 1:
+        return 0.0, "none"
+    buckets = max(1, math.ceil(nbytes / bucket_bytes))
+    moved = 2.0 * (gpus - 1) / gpus * nbytes / link.bytes_per_s
+    best = (moved + 2 * (gpus - 1) * link.step_latency_s * buckets, "ring")
+    span = max(span or gpus, gpus)
+    nodes = -(-span // system.gpus_per_node)
+    if nodes > 1:
+        per_node = max(1, gpus // nodes)
+        su = system.scaleup
+        intra_lat = su.latency_us * 1e-6 if su else system.pcie.latency_us * 1e-6
+        lat = 2 * (math.ceil(math.log2(nodes)) * link.step_latency_s + (per_node - 1) * intra_lat)
+        best = min(best, (moved + lat * buckets, "tree"))
+    else:
+        f = nvls_speedup(system, gpus)
+        if f > 1.0:
+            best = min(best, (moved / f + 2 * link.step_latency_s * buckets, "NVLS"))
+    return best
+
+
 def collective_time(kind: str, nbytes: float, group: int, system: System, params: PerfParams) -> float:
     """Seconds of one tensor-parallel collective of a `nbytes` message over `group` GPUs of one
     node: a fixed latency (launch and synchronisation of a small-message collective, fitted) plus
@@ -101,6 +151,8 @@ def collective_time(kind: str, nbytes: float, group: int, system: System, params
     if group <= 1 or nbytes <= 0:
         return 0.0
     bw = node_link(system, group, params).bytes_per_s
+    if kind == "all_reduce":  # NCCL runs NVLS where the switch fabric has it
+        bw *= nvls_speedup(system, group)
     moved = 2.0 * (group - 1) / group * nbytes if kind == "all_reduce" else (group - 1) * nbytes
     return params.tp_collective_us * 1e-6 + moved / bw
 

@@ -52,6 +52,10 @@ class ExportJob:
     """Nodes in the job: nodes x gpus_per_node = tp x pp x cp x dp."""
     train_steps: int = 1000
     """Optimizer steps to run."""
+    grad_dtype: str = "fp32"
+    """Main gradients and their reduction: fp32, or bf16 (Megatron --grad-reduce-in-bf16)."""
+    fp8_params: bool = False
+    """FP8 weights (Megatron --fp8-param-gather) with --precision fp8."""
 
     @property
     def micro_batch(self) -> int:
@@ -255,7 +259,12 @@ def _megatron(job: ExportJob) -> str:
             "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "$TOKENIZER", "--vocab-size", str(a.vocab),
             "--data-path", "$DATA_PATH", "--split", "99,1,0", "--save", "$CKPT_DIR", "--save-interval", "500",
             "--log-interval", "10"]
-    groups = [par, _megatron_model(a), batch, _MEGATRON_PRECISION[job.precision], rec, rest]
+    prec = list(_MEGATRON_PRECISION[job.precision])
+    if job.grad_dtype == "bf16":
+        prec.append("--grad-reduce-in-bf16")
+    if job.fp8_params and job.precision == "fp8":
+        prec.append("--fp8-param-gather")
+    groups = [par, _megatron_model(a), batch, prec, rec, rest]
     env = ['export MASTER_ADDR="${MASTER_ADDR:-localhost}"',
            'DATA_PATH="${DATA_PATH:-/path/to/dataset_text_document}"  # placeholder: a Megatron .bin/.idx prefix',
            'TOKENIZER="${TOKENIZER:-/path/to/hf-tokenizer}"  # placeholder',

@@ -36,7 +36,14 @@ from whichgpu.errors import InputError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System
 from whichgpu.memory.states import shard_factors
-from whichgpu.parallel.comm import Link, collective_time, node_link, ring_link
+from whichgpu.parallel.comm import (
+    Link,
+    allreduce_time,
+    collective_time,
+    node_link,
+    nvls_speedup,
+    ring_link,
+)
 from whichgpu.parallel.layer import LayerCost, Shard, edge_costs, layer_cost
 from whichgpu.parallel.plan import FULL_SHARD, Plan
 from whichgpu.parallel.sharding import ring_collective
@@ -66,6 +73,7 @@ ADAM_BYTES_PER_PARAM = 32.0  # read p16 2 + g32 4 + master 4 + m 4 + v 4, write 
 # (FlashAttention-1, its 2022 Triton port as llm-foundry's attn_impl: triton, 2022 xformers) at
 # half the rate, "unfused" score GEMMs with a fused softmax (Megatron-LM before FlashAttention).
 ATTENTIONS = ("flash", "flash1", "unfused")
+GRAD_DTYPES = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,8 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     attention: str = "flash"  # the attention kernels, one of ATTENTIONS
+    grad_dtype: str = "fp32"  # main gradients (and their reduction): fp32, or bf16 (--grad-reduce-in-bf16)
+    fp8_params: bool = False  # FP8 precision keeps the model's weights in FP8 (--fp8-param-gather)
 
     @property
     def tokens(self) -> int:
@@ -237,10 +247,16 @@ class Context:
         # parameters in the optimizer; torch autocast (amp-*) keeps FP32 parameters.
         param_bytes = 4.0 if pol.name in ("fp32", "tf32") or pol.name.startswith("amp") else 2.0
         master = param_bytes < 4.0 or pol.fp8
+        if pol.fp8 and job.fp8_params:  # Megatron/TE --fp8-param-gather: FP8 weights, FP32 main copy
+            param_bytes = 1.0
         # PaLM's 6N + 12LHQT per token, as perf/mfu.py counts it for a traced step
         shape = a.shape()
         flops_per_token = 6.0 * (matmul_params_per_token(shape) or 0.0) + 12.0 * attended_width(shape, job.seq_len)
-        return cls(job, params, dev, pol.matmul_dtype, e, param_bytes, 4.0, master, flops_per_token)
+        # FP32 main gradients (Megatron's default, and torch's for FP32 parameters); 16-bit ones when
+        # the job reduces gradients in BF16 (Megatron --grad-reduce-in-bf16, NeMo's performance
+        # recipes' grad_reduce_in_fp32=False): half the gradient buffer and the data-parallel traffic
+        grad_bytes = 2.0 if job.grad_dtype == "bf16" and param_bytes < 4.0 else 4.0
+        return cls(job, params, dev, pol.matmul_dtype, e, param_bytes, grad_bytes, master, flops_per_token)
 
 
 def _peak_dtype(ctx: Context) -> tuple[float, str]:
@@ -471,6 +487,9 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "precision": f"{job.precision} (matmuls on the {peak_dtype} path; MFU against {peak_flops / 1e12:g} TFLOP/s)",
             "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
             "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
+            "gradients": ("FP32 main gradients, reduced in FP32" if ctx.grad_bytes == 4.0
+                          else "BF16 gradients, reduced in BF16 (--grad-reduce-in-bf16)")
+            + (", FP8 weights (--fp8-param-gather)" if ctx.param_bytes == 1.0 else ""),
             "attention": {"flash": "fused flash kernels (FlashAttention-2 or later), causal",
                           "flash1": "first-generation fused flash kernels (FlashAttention-1, 2022 Triton), causal, "
                                     "at half FlashAttention-2's rate (Dao 2023)",
@@ -480,7 +499,8 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
                          f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",
             "tensor_parallel": (f"{plan.tp} GPUs over {tp_link.text if tp_link else ''}, 2 collectives per layer per pass"
-                                + (", sequence parallel" if plan.sequence_parallel else "")
+                                + (", sequence parallel" if plan.sequence_parallel
+                                   else ", NVLS all-reduce" if nvls_speedup(system, plan.tp) > 1 else ", ring all-reduce")
                                 + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
             if plan.tp > 1 else "none",
             "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
@@ -558,7 +578,8 @@ def _memory(ctx: Context, plan: Plan, n: float, ex: float, saved: float, inp: fl
                                  zip(dense_f, expert_f, (ctx.param_bytes, ctx.grad_bytes, ctx.optimizer_bytes),
                                      strict=True))
     if plan.sharding in FULL_SHARD:
-        weights += 2 * largest_layer(a) / plan.tp * 2.0  # the gathered unit and the prefetched next one, 16-bit
+        # the gathered unit and the prefetched next one, 16-bit (or FP8)
+        weights += 2 * largest_layer(a) / plan.tp * min(ctx.param_bytes, 2.0)
     recompute = plan.recompute or "none"
     # In-flight micro-batches in chunk units: this rank's peak in the simulated schedule (stage_peaks).
     # Under the zero-bubble schedules a micro-batch whose W is still pending keeps the weight-gradient
@@ -600,17 +621,20 @@ def _dp_comm(ctx: Context, plan: Plan, n: float, ex: float, b_s: list[float], w_
 
     backward_last = max(b + w for b, w in zip(b_s, w_s, strict=True))
     if plan.sharding in FULL_SHARD:
-        p16 = (n - ex) * 2.0
-        per_micro = 2 * coll(p16, dp, link) + coll(grads / 2.0, dp, link)
+        p16 = (n - ex) * min(ctx.param_bytes, 2.0)  # the gathered weights: 16-bit, or FP8
+        per_micro = 2 * coll(p16, dp, link) + coll((n - ex) * 2.0, dp, link)  # gradients reduced in 16 bits
         window = max(f + b + w for f, b, w in zip(f_s, b_s, w_s, strict=True))
         exposed = max(coll(min(p16, bucket), dp, link), per_micro - OVERLAP * window) * m
         return per_micro * m, min(exposed, per_micro * m), f"{plan.sharding_label} over {dp} GPUs, {link.text}"
-    if plan.sharding == "ddp":
-        total = 2 * coll(grads, dp, link)
-    else:  # reduce-scatter the gradients, all-gather the updated 16-bit parameters
-        total = coll(grads, dp, link) + coll((n - ex) * 2.0, dp, link)
+    span = plan.tp * plan.cp * dp
+    if plan.sharding == "ddp":  # all-reduce: NCCL's fastest of ring, tree and NVLS
+        total, algo = allreduce_time(grads, dp, link, bucket, system, span)
+        last = allreduce_time(min(grads, bucket), dp, link, bucket, system, span)[0]
+    else:  # reduce-scatter the gradients, all-gather the updated 16-bit parameters (rings)
+        total, algo = coll(grads, dp, link) + coll((n - ex) * min(ctx.param_bytes, 2.0), dp, link), "ring"
+        last = coll(min(grads, bucket), dp, link)
     window = backward_last if plan.comm_overlap else 0.0
-    exposed = max(coll(min(grads, bucket), dp, link), total - OVERLAP * window)
-    return total, min(exposed, total), f"{plan.sharding_label} over {dp} GPUs, {link.text}"
+    exposed = max(last, total - OVERLAP * window)
+    return total, min(exposed, total), f"{plan.sharding_label} over {dp} GPUs ({algo}), {link.text}"
 
 

@@ -1,0 +1,62 @@
+"""All-reduce algorithms: ring, tree (across nodes) and NVLS (switched NVLink 4/5 domains), the
+fastest of which NCCL runs; NVLS factors from the measured bus bandwidths in kernels.csv."""
+
+from __future__ import annotations
+
+import pytest
+
+from whichgpu.hardware.system import load_systems
+from whichgpu.parallel.comm import (
+    NVLS_SPEEDUP,
+    allreduce_time,
+    collective_time,
+    node_link,
+    nvls_speedup,
+    ring_link,
+)
+from whichgpu.perf.params import load_params
+
+
+@pytest.fixture(scope="module")
+def systems():  # type: ignore[no-untyped-def]
+    return load_systems()
+
+
+def test_nvls_only_on_switched_nvlink4_and_5(systems) -> None:  # type: ignore[no-untyped-def]
+    assert nvls_speedup(systems.get("dgx-h100"), 8) == pytest.approx(480.0 / 367.2)
+    assert nvls_speedup(systems.get("hgx-b200"), 8) == pytest.approx(838.0 / 682.2)
+    assert nvls_speedup(systems.get("dgx-a100"), 8) == 1.0  # NVLink 3: no NVLS
+    assert nvls_speedup(systems.get("dgx-h100"), 16) == 1.0  # past the NVLink domain
+    assert nvls_speedup(systems.get("dgx-h100"), 2) == 1.0
+
+
+def test_allreduce_inside_a_node_takes_nvls_where_it_exists(systems) -> None:  # type: ignore[no-untyped-def]
+    p = load_params()
+    big = 4e9
+    for sid, algo in (("dgx-h100", "NVLS"), ("dgx-a100", "ring")):
+        s = systems.get(sid)
+        link = ring_link(s, 8, p)
+        t, got = allreduce_time(big, 8, link, 1e9, s)
+        ring = 2 * 7 / 8 * big / link.bytes_per_s
+        assert got == algo
+        want = ring / NVLS_SPEEDUP["nvlink4"] if algo == "NVLS" else ring
+        assert t == pytest.approx(want, rel=0.01)
+    # tensor-parallel all-reduce over the same fabric: NVLS on H100, ring on A100
+    h = systems.get("dgx-h100")
+    base = 2 * 7 / 8 * 64e6 / node_link(h, 8, p).bytes_per_s
+    assert collective_time("all_reduce", 64e6, 8, h, p) == pytest.approx(
+        p.tp_collective_us * 1e-6 + base / NVLS_SPEEDUP["nvlink4"])
+    assert collective_time("all_gather", 64e6, 8, h, p) > collective_time("all_reduce", 32e6, 8, h, p)
+
+
+def test_tree_wins_at_scale_for_small_messages_and_ties_for_large(systems) -> None:  # type: ignore[no-untyped-def]
+    s = systems.get("dgx-h100")
+    p = load_params()
+    n = 512  # 64 nodes, one GPU per node in the ring (tp 8 inside)
+    link = ring_link(s, n, p, span=n * 8)
+    t_small, algo = allreduce_time(1e6, n, link, 1e9, s, span=n * 8)
+    ring_small = 2 * (n - 1) / n * 1e6 / link.bytes_per_s + 2 * (n - 1) * link.step_latency_s
+    assert algo == "tree" and t_small < ring_small / 5
+    t_big, _ = allreduce_time(8e9, n, link, 8e9, s, span=n * 8)
+    assert t_big == pytest.approx(2 * (n - 1) / n * 8e9 / link.bytes_per_s, rel=0.02)
+    assert allreduce_time(0.0, n, link, 1e9, s)[0] == 0.0
