@@ -1,0 +1,65 @@
+"""Timings of the serving scheduler simulation (no assertions).
+
+Run: ``python benchmarks/bench_serving_sim.py [--repeat N]``. Simulates 2,000 requests of 1,000
+prompt and ~1,000 answer tokens (answers drawn from 900-1,100) on a vLLM-like engine (256
+sequences, 2,048-token budget, 16-token blocks) with an analytic step time (8 ms + 20 us a token +
+2 ns per cached position a decode reads + attention pairs of prefill), closed loop at several
+concurrencies and Poisson at several rates, and prints the median wall time of ``--repeat`` runs
+with what each run simulated. Target (issue 13): at most 0.5 s per 2,000-request simulation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from whichgpu.serving import (
+    AffineStepTime,
+    ClosedLoop,
+    Poisson,
+    RequestLengths,
+    SchedulerConfig,
+    Workload,
+    simulate,
+)
+
+N = 2000
+STEP = AffineStepTime(base_s=8e-3, per_token_s=20e-6, per_context_s=2e-9, per_attention_pair_s=1e-12)
+
+
+def _lengths(seed: int = 0) -> RequestLengths:
+    rng = np.random.default_rng(seed)
+    return RequestLengths(np.full(N, 1000), rng.integers(900, 1101, N))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    repeat = ap.parse_args().repeat
+    lengths = _lengths()
+    cases: list[tuple[str, Workload, SchedulerConfig]] = []
+    roomy = SchedulerConfig(num_blocks=200_000, max_num_seqs=256, max_num_batched_tokens=2048)
+    tight = SchedulerConfig(num_blocks=8_000, max_num_seqs=256, max_num_batched_tokens=2048)
+    for c in (1, 16, 64, 256):
+        cases.append((f"closed C={c}", Workload(lengths, ClosedLoop(c)), roomy))
+    cases.append(("closed C=256 tight KV", Workload(lengths, ClosedLoop(256)), tight))
+    for rate in (1.0, 5.0, 20.0):
+        cases.append((f"poisson {rate:g}/s", Workload(lengths, Poisson(rate, seed=1)), roomy))
+    cases.append(("poisson 20/s tight KV", Workload(lengths, Poisson(20.0, seed=1)), tight))
+    print(f"{'case':24} {'median s':>9} {'min s':>7} {'steps':>9} {'preempt':>8} {'req/s':>7} "
+          f"{'TTFT p50 ms':>12} {'TPOT p50 ms':>12}")
+    for name, wl, cfg in cases:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = simulate(wl, STEP, cfg)
+            times.append(time.perf_counter() - t0)
+        print(f"{name:24} {statistics.median(times):9.3f} {min(times):7.3f} {r.steps:9d} {r.preemptions:8d} "
+              f"{r.requests_per_s:7.2f} {r.ttft.p50 * 1e3:12.1f} {r.tpot.p50 * 1e3:12.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,385 @@
+"""A continuous-batching serving engine, simulated step by step as vLLM v1's scheduler runs it.
+
+Source read: vllm-project/vllm ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``,
+``_preempt_request``) and ``vllm/v1/core/kv_cache_manager.py`` (``allocate_slots``). Each step:
+
+1. **Running requests first**, in admission order, while the step's token budget
+   (``max_num_batched_tokens``) lasts: a decoding request gets one token, a request still in
+   prefill its next chunk (the rest of its prompt, cut to the budget left: chunked prefill).
+   Each needs KV blocks for the tokens it will hold (``block_size`` tokens a block). When the free
+   pool is short, the **most recently admitted** running request is preempted: its blocks are
+   freed, its progress discarded (recomputed later: prompt plus the tokens generated so far) and
+   it goes to the **front** of the waiting queue. If the request itself is the last one left, it
+   waits too.
+2. **Then waiting requests**, first come first served, unless a request was preempted this step:
+   while the budget lasts and fewer than ``max_num_seqs`` run, the head of the queue is admitted
+   with a chunk of up to the budget left, if its blocks fit; otherwise admission stops (the head
+   is not skipped).
+3. The step's forward pass takes ``step_time(batch) + cpu_overhead_s``. A request whose whole
+   context is computed samples one token at the end of the step (its first token ends its TTFT);
+   one that reaches its output length finishes and frees its blocks.
+
+Prefix caching (optional): ``prefix_cache_hit_rate`` of each prompt (whole blocks, at most all but
+its last token, as vLLM caps a hit) is found cached when a request is (re)admitted: those tokens
+need no prefill compute but their blocks are still held by the request (no sharing between
+requests is modelled).
+
+Not modelled: speculative decoding, ``long_prefill_token_threshold`` (off by default), async
+scheduling, pipeline-parallel micro-batches, priority scheduling, and the max-model-len cap.
+
+Speed: a step whose running requests are all decoding, with nothing to admit, is followed by a run
+of identical-composition steps until the next finish, arrival or block shortage; such a run is
+advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from whichgpu.errors import InputError, NoAnswerError
+from whichgpu.serving.batch import DecodeRunStepTime, StepBatch, StepTime
+from whichgpu.serving.kv import DEFAULT_BLOCK_SIZE, BlockGroups, KvCapacity
+from whichgpu.serving.results import RequestTimes, ServingResult, summarise
+from whichgpu.serving.workload import ClosedLoop, Workload
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The engine's scheduling knobs and its KV block pool."""
+
+    num_blocks: int
+    """KV blocks in the pool (`KvCapacity.num_blocks`)."""
+    block_size: int = DEFAULT_BLOCK_SIZE
+    """Tokens per KV block."""
+    max_num_seqs: int = 256
+    """Most requests running at once (vLLM ``--max-num-seqs``)."""
+    max_num_batched_tokens: int = 2048
+    """Token budget of one step (vLLM ``--max-num-batched-tokens``); see `kv.vllm_batch_defaults`."""
+    prefix_cache_hit_rate: float = 0.0
+    """Fraction of each prompt found in the prefix cache (0: prefix caching off or no reuse)."""
+    cpu_overhead_s: float = 0.0
+    """CPU scheduling and bookkeeping time added to every step (not overlapped with the GPU)."""
+    groups: BlockGroups | None = None
+    """How many blocks a request of n tokens holds (sliding-window models); None: one block per
+    ``block_size`` tokens."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise InputError(f"{name} must be a whole number >= 1, got {v}", field=name)
+        if not 0 <= self.prefix_cache_hit_rate < 1:
+            raise InputError(f"prefix_cache_hit_rate must be in [0, 1), got {self.prefix_cache_hit_rate}",
+                             field="prefix_cache_hit_rate")
+        if not self.cpu_overhead_s >= 0:
+            raise InputError(f"cpu_overhead_s must be >= 0, got {self.cpu_overhead_s}", field="cpu_overhead_s")
+        if self.groups is not None and self.groups.block_size != self.block_size:
+            raise InputError(f"groups.block_size {self.groups.block_size} differs from block_size {self.block_size}",
+                             field="block_size")
+
+    @classmethod
+    def from_capacity(cls, capacity: KvCapacity, **knobs: object) -> SchedulerConfig:
+        """The pool of ``capacity`` (blocks, block size, groups) with the other knobs given."""
+        return cls(num_blocks=capacity.num_blocks, block_size=capacity.block_size,
+                   groups=capacity.groups, **knobs)  # type: ignore[arg-type]
+
+
+class _Blocks:
+    """Blocks held by requests of n tokens, scalar and vectorised (BlockGroups' rule)."""
+
+    def __init__(self, cfg: SchedulerConfig) -> None:
+        g = cfg.groups or BlockGroups(cfg.block_size)
+        self.bs, self.fg, self.sg, self.cap = g.block_size, g.full_groups, g.sliding_groups, g.sliding_blocks
+
+    def one(self, n: int) -> int:
+        b = -(-n // self.bs)
+        return self.fg * b + self.sg * min(b, self.cap)
+
+    def many(self, n: np.ndarray) -> np.ndarray:
+        b: np.ndarray = -(-n // self.bs)
+        if self.sg:
+            b = self.fg * b + self.sg * np.minimum(b, self.cap)
+        elif self.fg != 1:
+            b = self.fg * b
+        return b
+
+
+def simulate(workload: Workload, step_time: StepTime, config: SchedulerConfig, *,
+             decode_runs: bool = True) -> ServingResult:
+    """Run every request of ``workload`` through the engine; per-request times and aggregates.
+
+    ``decode_runs``: advance runs of identical pure-decode steps at once (False: one step at a
+    time, for checking; the results are the same). Raises `NoAnswerError` when a request's prompt
+    plus answer can never fit in the KV pool.
+    """
+    return _Engine(workload, step_time, config, decode_runs).run()
+
+
+class _Engine:
+    """The simulation's state: one row per request in NumPy arrays, queues of request indices."""
+
+    def __init__(self, workload: Workload, step_time: StepTime, cfg: SchedulerConfig, decode_runs: bool) -> None:
+        self.cfg, self.step_time, self.decode_runs = cfg, step_time, decode_runs
+        self.blocks = _Blocks(cfg)
+        lengths = workload.lengths
+        n = len(lengths)
+        self.n = n
+        self.prompt = lengths.input_len
+        self.target = lengths.output_len
+        need = self.blocks.many(self.prompt + self.target - 1)
+        worst = int(np.argmax(need))
+        if need[worst] > cfg.num_blocks:
+            raise NoAnswerError(
+                f"request {worst} ({int(self.prompt[worst])} prompt + {int(self.target[worst])} answer tokens) "
+                f"needs {int(need[worst])} KV blocks but the cache holds {cfg.num_blocks}")
+        self.total = self.prompt.copy()  # tokens known: prompt + generated
+        self.computed = np.zeros(n, np.int64)  # tokens whose KV is cached
+        self.out = np.zeros(n, np.int64)
+        self.held = np.zeros(n, np.int64)  # KV blocks held
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.preempts = np.zeros(n, np.int64)
+        self.closed = isinstance(workload.arrival, ClosedLoop)
+        if isinstance(workload.arrival, ClosedLoop):
+            self.arrival = np.full(n, np.nan)
+            first_batch = min(workload.arrival.concurrency, n)
+            self.arrival[:first_batch] = 0.0
+            self.next_arrival = first_batch  # next request to send; closed loop: sent on a finish
+        else:
+            self.arrival = workload.arrival.arrivals(n)
+            self.next_arrival = 0
+        self.waiting: deque[int] = deque(range(self.next_arrival) if self.closed else ())
+        self.running: list[int] = []
+        self.free = cfg.num_blocks
+        self.t = 0.0
+        self.steps = self.seq_steps = self.peak = self.done = 0
+        self.head_blocked = False  # the waiting head did not fit in the free blocks
+        self.all_decoding = False  # every running request was scheduled and sampled a token last step
+        self.decode_run = step_time.decode_run if isinstance(step_time, DecodeRunStepTime) else None
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> ServingResult:
+        while self.done < self.n:
+            self._arrive()
+            if not self.running and not self.waiting:  # idle until the next arrival (open loop)
+                self.t = float(self.arrival[self.next_arrival])
+                continue
+            self._step()
+            if self.decode_runs:
+                self._arrive()
+                self._decode_run()
+        times = RequestTimes(self.arrival, self.first, self.finish, self.prompt, self.target, self.preempts)
+        return summarise(times, num_blocks=self.cfg.num_blocks, peak_blocks_used=self.peak, steps=self.steps,
+                         seq_steps=self.seq_steps)
+
+    def _arrive(self) -> None:
+        """Open loop: queue every request sent by now."""
+        if self.closed:
+            return
+        arr, i = self.arrival, self.next_arrival
+        while i < self.n and arr[i] <= self.t:
+            self.waiting.append(i)
+            i += 1
+        self.next_arrival = i
+
+    # -- one step ----------------------------------------------------------------------------
+    def _step(self) -> None:
+        """Schedule, time and advance one step."""
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens
+        ids, new, budget, preempted = self._schedule_running(budget)
+        self.head_blocked = False
+        adm_ids: list[int] = []
+        adm_new: list[int] = []
+        if not preempted:
+            computed, total, blocks = self.computed, self.total, self.blocks
+            while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+                r = self.waiting[0]
+                cached = 0
+                if cfg.prefix_cache_hit_rate:  # whole blocks of the prompt, never its last token
+                    hit = min(int(cfg.prefix_cache_hit_rate * int(self.prompt[r])), int(total[r]) - 1)
+                    cached = hit // cfg.block_size * cfg.block_size
+                n_new = min(int(total[r]) - cached, budget)
+                need = blocks.one(cached + n_new)
+                if need > self.free:
+                    self.head_blocked = True  # until blocks are freed (a finish)
+                    break
+                self.waiting.popleft()
+                self.running.append(r)
+                computed[r] = cached
+                self.held[r] = need
+                self.free -= need
+                budget -= n_new
+                adm_ids.append(r)
+                adm_new.append(n_new)
+        if adm_ids:
+            ids = np.concatenate((ids, np.array(adm_ids, np.int64)))
+            new = np.concatenate((new, np.array(adm_new, np.int64)))
+        if ids.size == 0:
+            raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
+        self._execute(ids, new)
+
+    def _schedule_running(self, budget: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
+        """(ids, new tokens, budget left, preempted?) of the running requests' share of the step."""
+        running = self.running
+        if not running:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), budget, False
+        ids = np.array(running, np.int64)
+        computed, held = self.computed, self.held
+        new = self.total[ids] - computed[ids]  # >= 1 for every running request
+        n, new, need, cut = schedule_running(new, computed[ids], held[ids], budget, self.free, self.blocks.many)
+        victims_n = ids.size - cut
+        if victims_n:  # preempt the suffix: blocks freed, progress lost, to the front of the queue
+            victims = ids[cut:]
+            self.free += int(held[victims].sum())
+            held[victims] = 0
+            computed[victims] = 0
+            self.preempts[victims] += 1
+            self.waiting.extendleft(victims[::-1].tolist())
+            del running[cut:]
+        ids = ids[:n]
+        held[ids] += need
+        self.free -= int(need.sum())
+        return ids, new, budget - int(new.sum()), bool(victims_n)
+
+    def _execute(self, ids: np.ndarray, new: np.ndarray) -> None:
+        """Time the step over (ids, new tokens) and advance its requests."""
+        computed, total = self.computed, self.total
+        ctx_before = computed[ids]
+        ctx_after = ctx_before + new
+        sampled = ctx_after == total[ids]  # whole context computed: one token sampled
+        decode = sampled & (new == 1) & (self.out[ids] > 0)
+        all_decode = bool(decode.all())
+        if all_decode:
+            batch = StepBatch.decode_only(ctx_after)
+        else:
+            pre = ~decode
+            batch = StepBatch(new[pre], ctx_after[pre], ctx_after[decode])
+        self.t += float(self.step_time(batch)) + self.cfg.cpu_overhead_s
+        self.steps += 1
+        self.seq_steps += int(ids.size)
+        self.peak = max(self.peak, self.cfg.num_blocks - self.free)
+        computed[ids] = ctx_after
+        gen = ids[sampled]
+        self.all_decoding = gen.size == ids.size == len(self.running)
+        if gen.size:
+            out = self.out[gen] + 1
+            self.out[gen] = out
+            total[gen] += 1
+            if not all_decode:  # a decoding request has had its first token
+                fresh = gen[np.isnan(self.first[gen])]
+                self.first[fresh] = self.t
+            self._finish(gen[out == self.target[gen]])
+
+    def _finish(self, fin: np.ndarray) -> None:
+        if not fin.size:
+            return
+        self.finish[fin] = self.t
+        self.head_blocked = False
+        self.free += int(self.held[fin].sum())
+        self.held[fin] = 0
+        gone = set(fin.tolist())
+        self.running = [r for r in self.running if r not in gone]
+        self.done += int(fin.size)
+        if self.closed:  # each finish lets the next request be sent
+            for _ in range(int(fin.size)):
+                if self.next_arrival < self.n:
+                    self.arrival[self.next_arrival] = self.t
+                    self.waiting.append(self.next_arrival)
+                    self.next_arrival += 1
+
+    # -- runs of identical decode steps ------------------------------------------------------
+    def _decode_run(self) -> None:
+        """Advance at once the pure-decode steps before the next event, when nothing can join."""
+        cfg, running = self.cfg, self.running
+        if not running or len(running) > cfg.max_num_batched_tokens:
+            return
+        full = len(running) >= cfg.max_num_seqs
+        if self.waiting and not (full or self.head_blocked):
+            return
+        if not self.all_decoding:
+            return
+        ids = np.array(running, np.int64)
+        ctx = self.total[ids]  # step j feeds token ctx + j
+        left = self.target[ids] - self.out[ids]
+        k = int(left.min())  # up to and including the next finish
+        held = self.held[ids]
+        held_sum = int(held.sum())
+
+        def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
+            return int(self.blocks.many(ctx + steps - 1).sum()) - held_sum
+
+        if extra(k) > self.free:  # largest k whose blocks fit (extra() is non-decreasing)
+            lo, hi = 0, k
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if extra(mid) <= self.free:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            k = lo
+            if k == 0:
+                return
+        times = self._decode_times(ctx, k) + cfg.cpu_overhead_s
+        cum = times.cumsum()
+        if not self.closed and not self.waiting and not full and self.next_arrival < self.n:
+            # stop after the step during which the next request arrives: it joins the next step
+            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] - self.t, side="left"))
+            k = min(k, m + 1)
+        self.t += float(cum[k - 1])
+        self.steps += k
+        self.seq_steps += k * ids.size
+        new_held = self.blocks.many(ctx + k - 1)
+        self.free -= int(new_held.sum()) - held_sum
+        self.held[ids] = new_held
+        self.computed[ids] += k
+        self.out[ids] += k
+        self.total[ids] += k
+        self.peak = max(self.peak, cfg.num_blocks - self.free)
+        self._finish(ids[left == k])
+
+    def _decode_times(self, ctx: np.ndarray, k: int) -> np.ndarray:
+        if self.decode_run is not None:
+            return np.asarray(self.decode_run(ctx, k), dtype=np.float64)
+        return np.array([self.step_time(StepBatch.decode_only(ctx + j)) for j in range(k)], np.float64)
+
+
+def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, budget: int, free: int,
+                     blocks_of: Callable[[np.ndarray], np.ndarray]) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """vLLM v1's loop over the running requests, vectorised (arrays in admission order).
+
+    The loop: while the budget lasts, request i takes min(its ``new`` tokens, budget left) and the
+    blocks they need; while the free blocks fall short, the last request of the list is preempted
+    (its held blocks freed), and if that is request i itself, the loop ends. Equivalently, with
+    C_i the blocks the first i + 1 requests need and H_s the blocks held from index s on, request
+    i is served once the list is cut at the largest s with free + H_s >= C_i, provided s > i.
+
+    Returns (n: the first n requests are served, their tokens, their added blocks, cut: requests
+    from index cut on are preempted; cut == len(new) when none is).
+    """
+    m = new.size
+    cum = np.cumsum(new)
+    b = m
+    if cum[-1] > budget:  # each takes min(its tokens, budget left) until none is left: a prefix
+        new = np.minimum(new, np.maximum(budget - (cum - new), 0))
+        b = int(np.count_nonzero(new))
+        new = new[:b]
+    need = blocks_of(computed[:b] + new) - held[:b]
+    c = np.cumsum(need)
+    if c[-1] <= free:
+        return b, new, need, m
+    suffix = np.zeros(m + 1, np.int64)  # suffix[s] = held[s:].sum()
+    suffix[:m] = np.cumsum(held[::-1])[::-1]
+    k = np.searchsorted(suffix[::-1], c - free, side="left")  # suffix[::-1] is non-decreasing
+    cut_at = m - k  # s_i; -1: not even preempting everything after i suffices
+    idx = np.arange(b)
+    stop = cut_at <= idx  # request i must preempt itself ...
+    stop[1:] |= cut_at[:-1] <= idx[1:]  # ... or an earlier request already cut it off
+    if stop.any():
+        q = int(np.argmax(stop))
+        return q, new[:q], need[:q], q
+    return b, new, need, int(cut_at[-1])

@@ -1,0 +1,302 @@
+"""The continuous-batching scheduler simulation (serving/scheduler.py), workloads and results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from whichgpu.errors import InputError, NoAnswerError
+from whichgpu.serving import (
+    AffineStepTime,
+    BlockGroups,
+    ClosedLoop,
+    LatencyStats,
+    Poisson,
+    RequestLengths,
+    SchedulerConfig,
+    StepBatch,
+    Workload,
+    fixed_lengths,
+    read_lengths,
+    sample_lengths,
+    simulate,
+)
+from whichgpu.serving.scheduler import _Blocks, schedule_running
+
+# 10 ms a step + 10 us a token + 1 ns per cached position a decode reads
+STEP = AffineStepTime(base_s=10e-3, per_token_s=10e-6, per_context_s=1e-9)
+PLENTY = SchedulerConfig(num_blocks=100_000, max_num_seqs=256, max_num_batched_tokens=2048)
+
+
+class Recorder:
+    """A step-time function that keeps every batch (no decode_run: one call per step)."""
+
+    def __init__(self, inner: AffineStepTime = STEP) -> None:
+        self.inner = inner
+        self.batches: list[StepBatch] = []
+
+    def __call__(self, batch: StepBatch) -> float:
+        self.batches.append(batch)
+        return self.inner(batch)
+
+
+def closed(n: int, c: int, inp: int, out: int) -> Workload:
+    return Workload(fixed_lengths(inp, out, n), ClosedLoop(c))
+
+
+def test_single_request_ttft_is_its_prefill_step_and_tpot_its_decode_steps() -> None:
+    overhead = 2e-3
+    cfg = SchedulerConfig(num_blocks=1000, cpu_overhead_s=overhead)
+    r = simulate(closed(1, 1, 100, 10), STEP, cfg)
+    # prefill: one step of 100 tokens: 10 ms + 100 x 10 us + 2 ms overhead = 13 ms
+    assert r.ttft.mean == pytest.approx(10e-3 + 100 * 10e-6 + overhead)
+    # 9 decode steps feeding tokens 101..109: 10 ms + 10 us + (100 + j + 1) ns + 2 ms each
+    decode = [10e-3 + 10e-6 + (101 + j) * 1e-9 + overhead for j in range(9)]
+    assert r.tpot.mean == pytest.approx(sum(decode) / 9)
+    assert r.e2e.mean == pytest.approx(r.ttft.mean + sum(decode))
+    assert r.steps == 10
+    assert r.requests.output_tokens[0] == 10
+
+
+def test_concurrency_one_never_batches() -> None:
+    rec = Recorder()
+    r = simulate(closed(5, 1, 64, 20), rec, PLENTY)
+    assert all(b.num_seqs == 1 for b in rec.batches)
+    assert r.mean_batch_seqs == 1
+    assert r.steps == 5 * 20  # one prefill step (first token) + 19 decode steps each
+    # closed loop: each request is sent when the previous one finishes
+    np.testing.assert_allclose(r.requests.arrival_s[1:], r.requests.finish_s[:-1])
+    # all requests alike, served alone: the same latencies
+    assert np.ptp(r.requests.ttft_s) < 1e-12 and np.ptp(r.requests.e2e_s) < 1e-12
+
+
+def test_token_budget_chunks_a_long_prompt() -> None:
+    rec = Recorder()
+    r = simulate(closed(1, 1, 5000, 2), rec, PLENTY)
+    # 5,000 prompt tokens in chunks of 2,048, 2,048, 904, each attending to what is cached + itself
+    chunks = [(b.prefill_tokens.tolist(), b.prefill_context.tolist()) for b in rec.batches[:3]]
+    assert chunks == [([2048], [2048]), ([2048], [4096]), ([904], [5000])]
+    assert r.ttft.mean == pytest.approx(sum(STEP(b) for b in rec.batches[:3]))
+    short = simulate(closed(1, 1, 2000, 2), STEP, PLENTY)
+    assert r.ttft.mean > 2 * short.ttft.mean  # three steps instead of one
+
+
+def test_decode_and_prefill_share_a_step_within_the_budget() -> None:
+    rec = Recorder()
+    cfg = SchedulerConfig(num_blocks=10_000, max_num_batched_tokens=512)
+    simulate(Workload(RequestLengths(np.array([16, 1000]), np.array([50, 5])), ClosedLoop(2)), rec, cfg)
+    # step 0: request 0's prompt (16) + request 1's first chunk (512 - 16 = 496); step 1: request 0
+    # decodes (context 17) and request 1 takes the rest of its prompt, 504 <= 511 tokens left
+    assert rec.batches[0].prefill_tokens.tolist() == [16, 496]
+    assert rec.batches[1].decode_context.tolist() == [17]
+    assert rec.batches[1].prefill_tokens.tolist() == [504]
+    assert rec.batches[1].prefill_context.tolist() == [1000]
+
+
+def test_max_num_seqs_caps_the_batch() -> None:
+    rec = Recorder()
+    cfg = SchedulerConfig(num_blocks=100_000, max_num_seqs=3)
+    r = simulate(closed(12, 8, 32, 16), rec, cfg)
+    assert max(b.num_seqs for b in rec.batches) == 3
+    assert (r.requests.output_tokens == 16).all()
+    unlimited = simulate(closed(12, 8, 32, 16), STEP, PLENTY)
+    assert unlimited.ttft.mean < r.ttft.mean  # queueing behind the cap
+
+
+def test_preemption_when_blocks_are_scarce_and_everyone_still_finishes() -> None:
+    # 40 blocks of 16 tokens = 640 tokens; 6 requests of 64 + 200 tokens need 17 blocks each at the end
+    cfg = SchedulerConfig(num_blocks=40, max_num_seqs=16)
+    rec = Recorder()
+    r = simulate(closed(6, 6, 64, 200), rec, cfg)
+    assert r.preemptions > 0
+    assert r.peak_blocks_used <= 40
+    assert (r.requests.output_tokens == 200).all()
+    assert np.isfinite(r.requests.finish_s).all()
+    assert (r.requests.finish_s >= r.requests.first_token_s).all()
+    # a preempted request is recomputed: a prefill chunk longer than its 64-token prompt
+    assert max(int(b.prefill_tokens.max(initial=0)) for b in rec.batches) > 64
+    roomy = simulate(closed(6, 6, 64, 200), STEP, PLENTY)
+    assert roomy.preemptions == 0 and roomy.e2e.mean < r.e2e.mean
+
+
+def test_the_most_recently_admitted_request_is_preempted_first() -> None:
+    # block_size 4, 12 blocks: two requests of 8 + 20 tokens each end needing 7 blocks (27 tokens)
+    cfg = SchedulerConfig(num_blocks=12, block_size=4)
+    r = simulate(closed(2, 2, 8, 20), STEP, cfg)
+    assert r.requests.preemptions.tolist()[0] == 0
+    assert r.requests.preemptions.tolist()[1] >= 1
+    assert r.requests.finish_s[0] < r.requests.finish_s[1]
+
+
+def _loop_reference(new: np.ndarray, computed: np.ndarray, held: np.ndarray, budget: int, free: int,
+                    blocks: _Blocks) -> tuple[int, list[int], list[int], int]:
+    """vLLM's running loop written plainly (scheduler.py ``Scheduler.schedule``, FCFS)."""
+    running = list(range(new.size))
+    held = held.copy()
+    served: list[int] = []
+    needs: list[int] = []
+    i = 0
+    while i < len(running) and budget > 0:
+        n = min(int(new[i]), budget)
+        need = blocks.one(int(computed[i]) + n) - int(held[i])
+        ok = True
+        while need > free:
+            victim = running.pop()
+            free += int(held[victim])
+            held[victim] = 0
+            if victim == i:
+                ok = False
+                break
+        if not ok:
+            break
+        free -= need
+        budget -= n
+        served.append(n)
+        needs.append(need)
+        i += 1
+    return len(served), served, needs, len(running)
+
+
+def test_vectorised_running_loop_matches_the_plain_loop() -> None:
+    rng = np.random.default_rng(0)
+    blocks = _Blocks(SchedulerConfig(num_blocks=1, block_size=4))
+    for _ in range(3000):
+        m = int(rng.integers(1, 12))
+        computed = rng.integers(0, 40, m)
+        new = np.where(rng.random(m) < 0.6, 1, rng.integers(1, 60, m))
+        held = np.array([blocks.one(int(c)) for c in computed])
+        budget = int(rng.integers(1, 200))
+        free = int(rng.integers(0, 30))
+        n, got_new, got_need, cut = schedule_running(new, computed, held, budget, free, blocks.many)
+        ref = _loop_reference(new, computed, held, budget, free, blocks)
+        assert (n, got_new.tolist(), got_need.tolist(), cut) == ref
+
+
+@pytest.mark.parametrize("workload", [
+    closed(40, 16, 300, 120),
+    Workload(fixed_lengths(300, 120, 60), Poisson(20.0, seed=3)),
+    Workload(sample_lengths(RequestLengths(np.array([50, 900, 3000]), np.array([10, 200, 64])), 80, seed=1),
+             Poisson(8.0, seed=5)),
+])
+@pytest.mark.parametrize("cfg", [
+    SchedulerConfig(num_blocks=100_000, max_num_seqs=8, max_num_batched_tokens=512),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefix_cache_hit_rate=0.3),
+    SchedulerConfig(num_blocks=500, groups=BlockGroups(16, 1, 2, 5), cpu_overhead_s=1e-3),
+])
+def test_decode_runs_change_nothing(workload: Workload, cfg: SchedulerConfig) -> None:
+    fast = simulate(workload, STEP, cfg)
+    slow = simulate(workload, STEP, cfg, decode_runs=False)
+    generic = simulate(workload, lambda b: STEP(b), cfg)  # no decode_run: one call per step
+    for other in (slow, generic):
+        for name in ("arrival_s", "first_token_s", "finish_s"):
+            np.testing.assert_allclose(getattr(fast.requests, name), getattr(other.requests, name), rtol=1e-12,
+                                       atol=1e-12)
+        assert (fast.requests.preemptions == other.requests.preemptions).all()
+        assert (fast.steps, fast.peak_blocks_used) == (other.steps, other.peak_blocks_used)
+
+
+def test_prefix_cache_hits_skip_prefill_compute() -> None:
+    rec = Recorder()
+    cfg = SchedulerConfig(num_blocks=1000, prefix_cache_hit_rate=0.5)
+    r = simulate(closed(1, 1, 1000, 4), rec, cfg)
+    # 50 % of 1,000 = 500 -> 496 (31 whole blocks of 16) cached; 504 tokens computed, attending to 1,000
+    assert rec.batches[0].prefill_tokens.tolist() == [504]
+    assert rec.batches[0].prefill_context.tolist() == [1000]
+    assert r.peak_blocks_used == 63  # the cached blocks are still held: ceil(1003 / 16)
+    cold = simulate(closed(1, 1, 1000, 4), STEP, SchedulerConfig(num_blocks=1000))
+    assert r.ttft.mean < cold.ttft.mean
+
+
+def test_sliding_window_groups_cap_the_blocks_held() -> None:
+    # one full group + one sliding group capped at 3 blocks: 1,000 tokens hold 63 + 3 blocks
+    cfg = SchedulerConfig(num_blocks=1000, groups=BlockGroups(16, 1, 1, 3))
+    r = simulate(closed(1, 1, 900, 101), STEP, cfg)
+    assert r.peak_blocks_used == 63 + 3
+
+
+def test_a_request_that_can_never_fit_is_a_no_answer() -> None:
+    with pytest.raises(NoAnswerError, match="needs 63 KV blocks but the cache holds 50"):
+        simulate(closed(1, 1, 900, 101), STEP, SchedulerConfig(num_blocks=50))
+
+
+def test_throughput_is_tokens_over_the_measured_window() -> None:
+    r = simulate(closed(30, 4, 200, 50), STEP, PLENTY)
+    window = r.requests.finish_s.max() - r.requests.arrival_s.min()
+    assert r.duration_s == pytest.approx(window)
+    assert r.requests_per_s == pytest.approx(30 / window)
+    assert r.output_tokens_per_s == pytest.approx(30 * 50 / window)
+    assert r.total_tokens_per_s == pytest.approx(30 * 250 / window)
+
+
+def test_percentiles_on_a_known_case() -> None:
+    s = LatencyStats.of(np.arange(1.0, 101.0))  # 1..100: linear interpolation between order statistics
+    assert (s.mean, s.p50, s.p90, s.p99) == pytest.approx((50.5, 50.5, 90.1, 99.01))
+    assert s.to_ms()["p99"] == pytest.approx(99_010)
+    assert np.isnan(LatencyStats.of(np.array([])).mean)
+
+
+def test_poisson_arrivals_are_reproducible_and_at_the_rate() -> None:
+    a = Poisson(4.0, seed=7).arrivals(20_000)
+    assert a[0] == 0 and (np.diff(a) >= 0).all()
+    np.testing.assert_array_equal(a, Poisson(4.0, seed=7).arrivals(20_000))
+    assert not np.array_equal(a, Poisson(4.0, seed=8).arrivals(20_000))
+    assert (a.size - 1) / a[-1] == pytest.approx(4.0, rel=0.03)
+    wl = Workload(fixed_lengths(100, 20, 50), Poisson(2.0, seed=1))
+    r1, r2 = simulate(wl, STEP, PLENTY), simulate(wl, STEP, PLENTY)
+    np.testing.assert_array_equal(r1.requests.finish_s, r2.requests.finish_s)
+
+
+def test_sparse_arrivals_see_no_queueing() -> None:
+    # one request every ~100 s: each is alone, its TTFT is one prefill step
+    r = simulate(Workload(fixed_lengths(100, 5, 20), Poisson(0.01, seed=2)), STEP, PLENTY)
+    np.testing.assert_allclose(r.requests.ttft_s, 10e-3 + 100 * 10e-6)
+
+
+def test_lengths_files(tmp_path: Path) -> None:
+    jl = tmp_path / "l.jsonl"
+    jl.write_text("\n".join(json.dumps(d) for d in [{"prompt_tokens": 10, "completion_tokens": 3, "x": 1},
+                                                     {"input_len": 7, "output_len": 2}]) + "\n")
+    got = read_lengths(jl)
+    assert got.input_len.tolist() == [10, 7] and got.output_len.tolist() == [3, 2]
+    cv = tmp_path / "l.csv"
+    cv.write_text("Input_Len,output_len,other\n5,6,x\n8,9,y\n")
+    got = read_lengths(cv)
+    assert got.input_len.tolist() == [5, 8] and got.output_len.tolist() == [6, 9]
+    s = sample_lengths(got, 100, seed=3)
+    assert len(s) == 100 and set(zip(s.input_len.tolist(), s.output_len.tolist(), strict=True)) <= {(5, 6), (8, 9)}
+    np.testing.assert_array_equal(s.input_len, sample_lengths(got, 100, seed=3).input_len)
+
+
+def test_bad_lengths_files(tmp_path: Path) -> None:
+    missing = tmp_path / "m.csv"
+    missing.write_text("prompt,answer\n1,2\n")
+    with pytest.raises(InputError, match="row 1 has none of the fields input_len"):
+        read_lengths(missing)
+    neg = tmp_path / "n.jsonl"
+    neg.write_text('{"input_len": -3, "output_len": 2}\n')
+    with pytest.raises(InputError, match="'input_len' must be a whole number of tokens >= 1, got -3"):
+        read_lengths(neg)
+    with pytest.raises(InputError, match="cannot read the lengths file"):
+        read_lengths(tmp_path / "absent.jsonl")
+    other = tmp_path / "l.txt"
+    other.write_text("1 2\n")
+    with pytest.raises(InputError, match=r"valid: \.jsonl, \.csv"):
+        read_lengths(other)
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: fixed_lengths(0, 10, 5), "input_len must be a whole number of tokens >= 1, got 0"),
+    (lambda: fixed_lengths(10, -1, 5), "output_len must be"),
+    (lambda: fixed_lengths(10, 10, 0), "num_requests must be"),
+    (lambda: Poisson(0.0), "rate_per_s must be a finite number > 0"),
+    (lambda: Poisson(-2.0), "rate_per_s"),
+    (lambda: ClosedLoop(0), "concurrency must be"),
+    (lambda: SchedulerConfig(num_blocks=0), "num_blocks must be"),
+    (lambda: SchedulerConfig(num_blocks=10, prefix_cache_hit_rate=1.0), "prefix_cache_hit_rate"),
+])
+def test_bad_workload_values(make: object, match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        make()  # type: ignore[operator]
