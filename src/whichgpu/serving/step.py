@@ -1,0 +1,213 @@
+"""Seconds of one serving-engine step, from the kernel model. Torch-free.
+
+A continuous-batching step runs one forward pass over T tokens: the prefill chunks' tokens plus one
+per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decoder layer:
+
+* GEMMs over the T tokens (QKV or MLA's projections, attention output, MLP or the router, the
+  experts and the shared experts), timed by `perf.estimate.op_cost` (tiling, waves, the matmul
+  ceiling; weights are read once per step, so a small decode batch is bound by weight bytes).
+  Weight precisions: bf16/fp16, fp8 (FP8 GEMMs), int8 (W8A8), fp4 (Blackwell FP4 GEMMs, NVFP4:
+  4 bits + an FP8 scale per 16 values), int4 (weight-only, dequantised in the GEMM: 16-bit math on
+  4-bit weights).
+* MoE layers read the weights of the experts the step's tokens reach: under uniform routing a
+  rank's E_local experts are each missed by all T x k picks with probability (1 - k/E)^T, so
+  E_local (1 - (1 - k/E)^T) of them are read. Expert GEMMs split the intermediate size over tensor
+  parallelism, or the experts over expert parallelism.
+* Attention: each prefill chunk attends to its cached context and itself (flash kernel FLOPs of
+  its query x key pairs); each decoding request reads its whole KV cache once (memory-bound,
+  grouped query heads share the read; MLA reads one latent per token), or its FLOPs where more.
+* Fused elementwise kernels (add + norm, rotary, the MLP activation) as memory passes; two
+  all-reduces of the T x hidden activations per layer under tensor parallelism.
+* The LM head on the sampled tokens only (one per decoding request and per prompt whose last
+  chunk runs), with the final norm; each kernel pays the CUDA-graph replay cost (vLLM and SGLang
+  capture decode batches; TensorRT-LLM runs its engine's graph).
+
+Decode attention is linear in the summed context (its bytes and FLOPs both are), and everything
+else depends on the token count only: a run of decode steps with a fixed batch is one evaluation
+plus a slope (`decode_run`), exactly what calling the step on each batch gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whichgpu.hardware.engine import Engine
+from whichgpu.hardware.system import System
+from whichgpu.parallel.comm import collective_time
+from whichgpu.perf.device import Device
+from whichgpu.perf.estimate import op_cost
+from whichgpu.serving.batch import StepBatch
+from whichgpu.workload.trace import Op
+from whichgpu.workload.zoo.llm.args import DecoderArgs
+
+# Bytes of one weight and the GEMM path, per serving precision.
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 1.0 / 16, "int4": 0.5 + 2.0 / 128}
+GEMM_PATH = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "fp4": "fp4", "int4": "bf16"}
+PRECISIONS = tuple(WEIGHT_BYTES)
+ACT_BYTES = 2.0  # 16-bit activations
+
+
+@dataclass
+class StepModel:
+    """The step-time function of one serving setup (`batch.DecodeRunStepTime`)."""
+
+    args: DecoderArgs
+    device: Device
+    engine: Engine
+    system: System
+    tp: int = 1
+    ep: int = 1
+    precision: str = "bf16"
+    kv_bytes: float = 2.0  # bytes of one cached K or V value (FP8 KV cache: 1)
+    _fixed: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+    _rates: tuple[float, float] | None = field(default=None, repr=False)
+
+    # ---- the parts ----------------------------------------------------------------------
+    def _cost(self, ops: list[Op]) -> float:
+        lat = self.device.params.graph_kernel_us * 1e-6 if self.engine.graphs else \
+            self.device.params.kernel_latency_us * 1e-6
+        return sum(op_cost(o, self.device, "max", lat, engine=self.engine, system=self.system)[0] * o.count
+                   for o in ops)
+
+    def _gemm(self, name: str, m: int, n: int, k: int, experts: float = 1.0, rows_per: int | None = None) -> Op:
+        """A forward GEMM (m x k) @ (k x n) over `experts` weight matrices (grouped experts)."""
+        p = self.precision
+        w = WEIGHT_BYTES[p]
+        f = 2.0 * m * n * k
+        tags = ("wq",) if p == "int4" else ()
+        b = max(1, round(experts))
+        mm = (b, max(1, rows_per if rows_per is not None else m), n, k)
+        return Op(name, "matmul", "forward", "layer", GEMM_PATH[p], f, m * k * ACT_BYTES + experts * k * n * w,
+                  m * n * ACT_BYTES, mm=mm, tags=tags)
+
+    def _layer_ops(self, layer: int, tokens: int) -> list[Op]:
+        """One layer's GEMMs and elementwise kernels for `tokens` tokens on one rank."""
+        a, t, T = self.args, self.tp, max(1, tokens)
+        h = a.hidden
+        heads = max(1, a.heads // t)
+        ops: list[Op] = []
+        if a.mla:
+            if a.q_lora_rank:
+                ops += [self._gemm("q_a", T, a.q_lora_rank, h), self._gemm("q_b", T, heads * a.qk_dim, a.q_lora_rank)]
+            else:
+                ops.append(self._gemm("q", T, heads * a.qk_dim, h))
+            ops.append(self._gemm("kv_a", T, a.kv_lora_rank + a.qk_rope_dim, h))
+            ops.append(self._gemm("kv_b", T, heads * (a.qk_nope_dim + a.v_dim), a.kv_lora_rank))
+        else:
+            kv = max(1, a.kv_heads // t)
+            ops.append(self._gemm("qkv", T, (heads + 2 * kv) * a.head_dim, h))
+        ops.append(self._gemm("o", T, h, heads * a.v_dim))
+        gated = a.family not in ("gpt2", "gptj", "falcon")
+        if a.is_moe(layer):
+            k, e = a.experts_per_token, a.experts
+            local = max(1, e // self.ep)
+            i = a.expert_intermediate if self.ep > 1 else max(1, a.expert_intermediate // t)
+            rows = max(1, T * k // self.ep) if self.ep > 1 else T * k
+            reached = local * (1.0 - (1.0 - k / e) ** T)  # experts of this rank the T x k picks reach
+            per = max(1, -(-rows // max(1, round(reached))))
+            ops.append(Op("router", "matmul", "forward", "layer", "bf16", 2.0 * T * e * h,
+                          T * h * ACT_BYTES + e * h * ACT_BYTES, T * e * 4.0, mm=(1, T, e, h)))
+            ops.append(self._gemm("experts.up", rows, 2 * i, h, experts=reached, rows_per=per))
+            ops.append(self._gemm("experts.down", rows, h, i, experts=reached, rows_per=per))
+            ops.append(Op("experts.act", "pointwise", "forward", "layer", "bf16", 0.0, rows * 2 * i * ACT_BYTES,
+                          rows * i * ACT_BYTES))
+            ops.append(Op("permute", "copy", "forward", "layer", "bf16", 0.0, 2 * rows * h * ACT_BYTES,
+                          2 * rows * h * ACT_BYTES))
+            if a.shared_experts:
+                si = max(1, a.expert_intermediate * a.shared_experts // t)
+                ops += [self._gemm("shared.up", T, 2 * si, h), self._gemm("shared.down", T, h, si)]
+        else:
+            i = max(1, a.intermediate // t)
+            ops += [self._gemm("mlp.up", T, (2 if gated else 1) * i, h), self._gemm("mlp.down", T, h, i)]
+            ops.append(Op("mlp.act", "pointwise", "forward", "layer", "bf16", 0.0,
+                          T * (2 if gated else 1) * i * ACT_BYTES, T * i * ACT_BYTES))
+        # fused add + norm twice, rotary on q and k
+        ops.append(Op("add_norm", "norm", "forward", "layer", "bf16", 0.0, 4 * T * h * ACT_BYTES, 4 * T * h * ACT_BYTES))
+        ops.append(Op("rotary", "pointwise", "forward", "layer", "bf16", 0.0, 2 * T * heads * a.qk_dim * ACT_BYTES,
+                      2 * T * heads * a.qk_dim * ACT_BYTES))
+        return ops
+
+    def _kinds(self) -> list[tuple[int, int]]:
+        """(a layer of each kind, how many layers of that kind): dense and MoE layers."""
+        a = self.args
+        moe = sum(1 for i in range(a.layers) if a.is_moe(i))
+        first_moe = next((i for i in range(a.layers) if a.is_moe(i)), 0)
+        first_dense = next((i for i in range(a.layers) if not a.is_moe(i)), 0)
+        return [(k, n) for k, n in ((first_dense, a.layers - moe), (first_moe, moe)) if n]
+
+    def fixed_s(self, tokens: int, sampled: int) -> float:
+        """Everything of a step but attention: GEMMs, elementwise, all-reduces, LM head."""
+        key = (tokens, sampled)
+        got = self._fixed.get(key)
+        if got is not None:
+            return got
+        a, t = self.args, self.tp
+        total = sum(n * self._cost(self._layer_ops(layer, tokens)) for layer, n in self._kinds())
+        if t > 1:
+            total += 2 * a.layers * collective_time("all_reduce", max(1, tokens) * a.hidden * ACT_BYTES, t,
+                                                    self.system, self.device.params)
+        s = max(1, sampled)
+        vocab = -(-a.vocab // t)
+        head = Op("lm_head", "matmul", "forward", "head", "bf16", 2.0 * s * vocab * a.hidden,
+                  s * a.hidden * ACT_BYTES + vocab * a.hidden * ACT_BYTES, s * vocab * 4.0, mm=(1, s, vocab, a.hidden))
+        total += self._cost([head])
+        self._fixed[key] = total
+        return total
+
+    def _decode_rates(self) -> tuple[float, float]:
+        """(seconds per cached position read by decode attention over all layers, per-step
+        latency of the attention kernels)."""
+        if self._rates is not None:
+            return self._rates
+        a, t = self.args, self.tp
+        dev = self.device
+        heads = max(1, a.heads // t)
+        if a.mla:
+            kv_per_pos = (a.kv_lora_rank + a.qk_rope_dim) * self.kv_bytes
+            flops_per_pos = 2.0 * heads * (a.kv_lora_rank + a.qk_rope_dim) + 2.0 * heads * a.kv_lora_rank
+        else:
+            kv = max(1, a.kv_heads // t)
+            kv_per_pos = 2 * kv * a.head_dim * self.kv_bytes
+            flops_per_pos = 4.0 * heads * a.head_dim
+        attn_layers = a.layers
+        bw = dev.bw * dev.mem_ceiling
+        rate = dev.rate("bf16")
+        mem = kv_per_pos / bw
+        comp = flops_per_pos / (rate.flops * rate.ceiling)
+        lat = dev.params.graph_kernel_us * 1e-6 if self.engine.graphs else dev.params.kernel_latency_us * 1e-6
+        self._rates = (attn_layers * max(mem, comp), attn_layers * lat)
+        return self._rates
+
+    def _prefill_attention_s(self, batch: StepBatch) -> float:
+        if batch.prefill_tokens.size == 0:
+            return 0.0
+        a, t = self.args, self.tp
+        heads = max(1, a.heads // t)
+        pairs = float(batch.prefill_attention_pairs)
+        flops = 2.0 * pairs * heads * (a.qk_dim + a.v_dim)
+        tokens = batch.num_prefill_tokens
+        ctx = int(batch.prefill_context.max())
+        chunks = int(batch.prefill_tokens.size)
+        kv = heads if a.mla else max(1, a.kv_heads // t)
+        mm = (chunks * kv, max(1, tokens // chunks) * max(1, heads // kv), max(1, ctx), a.qk_dim)
+        o = Op("attention.prefill", "attention", "forward", "layer", "bf16", flops,
+               tokens * heads * a.qk_dim * ACT_BYTES + float(batch.prefill_context.sum()) * kv * a.qk_dim * 2 * ACT_BYTES,
+               tokens * heads * a.v_dim * ACT_BYTES, mm=mm)
+        return a.layers * self._cost([o])
+
+    # ---- the protocol -------------------------------------------------------------------
+    def __call__(self, batch: StepBatch) -> float:
+        sampled = batch.num_decode + int(batch.prefill_tokens.size)
+        per_pos, lat = self._decode_rates()
+        dec = per_pos * batch.decode_context_sum + (lat if batch.num_decode else 0.0)
+        return self.fixed_s(batch.num_tokens, sampled) + dec + self._prefill_attention_s(batch)
+
+    def decode_run(self, decode_context: np.ndarray, steps: int) -> np.ndarray:
+        n = int(decode_context.size)
+        per_pos, lat = self._decode_rates()
+        base = self.fixed_s(n, n) + (lat if n else 0.0)
+        s0 = float(decode_context.sum())
+        j = np.arange(steps, dtype=np.float64)
+        return base + per_pos * (s0 + n * j)

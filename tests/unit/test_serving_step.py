@@ -1,0 +1,80 @@
+"""The serving step-time model: weights read once per step, decode attention linear in the
+context, decode runs equal step-by-step calls, precision and tensor parallelism where expected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from whichgpu.errors import InputError
+from whichgpu.hardware.catalog import load_catalog
+from whichgpu.hardware.system import load_systems
+from whichgpu.serving.batch import StepBatch
+from whichgpu.serving.model import Setup, build
+
+
+def _model(model: str = "llama-3.1-8b", gpu: str = "h100-sxm5-80gb", system: str = "dgx-h100", **kw: object):  # type: ignore[no-untyped-def]
+    return build(Setup(model, load_catalog().get(gpu), load_systems().get(system), **kw))  # type: ignore[arg-type]
+
+
+def test_small_decode_batches_are_bound_by_the_weights() -> None:
+    m = _model()
+    dev = m.step_time.device
+    one = m.step_time(StepBatch.decode_only(np.array([128])))
+    floor = m.weight_bytes / dev.bw  # every weight read once at the full datasheet bandwidth
+    assert floor < one < 1.6 * floor / dev.mem_ceiling
+    # eight requests cost little more than one; 256 clearly more (the GEMMs start to count)
+    eight = m.step_time(StepBatch.decode_only(np.full(8, 128)))
+    many = m.step_time(StepBatch.decode_only(np.full(256, 128)))
+    assert eight < 1.15 * one and many > 1.3 * one
+
+
+def test_decode_runs_equal_step_by_step_calls_and_grow_with_context() -> None:
+    m = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8")
+    ctx = np.array([100, 2000, 513, 7])
+    run = m.step_time.decode_run(ctx, 50)
+    each = [m.step_time(StepBatch.decode_only(ctx + j)) for j in range(50)]
+    assert run == pytest.approx(each, rel=1e-12)
+    assert np.all(np.diff(run) > 0)
+
+
+def test_precision_and_tensor_parallelism_move_the_weight_bound() -> None:
+    b = StepBatch.decode_only(np.array([512]))
+    bf16 = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4)
+    fp8 = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8")
+    tp8 = _model("llama-3.1-70b", "h200", "dgx-h200", tp=8)
+    assert fp8.weight_bytes == pytest.approx(bf16.weight_bytes / 2, rel=0.05)
+    assert fp8.step_time(b) < 0.7 * bf16.step_time(b)
+    assert tp8.step_time(b) < 0.75 * bf16.step_time(b)
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_reach() -> None:
+    m = _model("deepseek-v3", "h200", "dgx-h200", tp=8, precision="fp8")
+    one = m.step_time(StepBatch.decode_only(np.array([1024])))
+    all_weights = m.weight_bytes / m.step_time.device.bw
+    assert one < 0.5 * all_weights  # 8 of 256 experts per token: most expert weights stay unread
+    wide = m.step_time(StepBatch.decode_only(np.full(128, 1024)))
+    assert wide > 2 * one
+
+
+def test_prefill_costs_grow_with_the_cached_context() -> None:
+    m = _model()
+    fresh = StepBatch(np.array([512]), np.array([512]), np.zeros(0, np.int64))
+    late = StepBatch(np.array([512]), np.array([16384]), np.zeros(0, np.int64))
+    assert m.step_time(late) > 1.1 * m.step_time(fresh)
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"tp": 3}, "tp"), ({"precision": "fp6"}, "precision"), ({"engine": "tgi"}, "engine"),
+    ({"kv_dtype": "int2"}, "kv_dtype"), ({"ep": 2}, "ep"),
+])
+def test_bad_setups_are_one_line_errors(kw: dict[str, object], field: str) -> None:
+    with pytest.raises(InputError) as e:
+        _model(**kw)
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_fp4_needs_blackwell() -> None:
+    with pytest.raises(InputError, match="FP4"):
+        _model(precision="fp4")
+    assert _model("llama-3.1-70b", "b200", "hgx-b200", tp=4, precision="fp4").weight_bytes > 0
