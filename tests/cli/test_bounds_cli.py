@@ -21,7 +21,8 @@ from whichgpu.commands.common import bounded_parser
 REQUIRED: dict[str, list[str]] = {"estimate": ["gpt2"], "fit": ["gpt2"], "analyze": ["gpt2"],
                                   "validate": ["--data", "x.csv"], "recommend": [], "gpus": [], "systems": [],
                                   "engines": [], "models": [], "plan": ["llama-3-8b"],
-                                  "validate-plan": ["--data", "x"]}
+                                  "validate-plan": ["--data", "x"], "serve": ["llama-3.1-8b"],
+                                  "validate-serve": ["--data", "x"]}
 BAD = ["nan", "inf", "-inf", "1e400", "99999999999999999999999", "abc", "", "-1"]
 
 

@@ -15,9 +15,11 @@ def register(app: typer.Typer) -> None:
         models,
         plan,
         recommend,
+        serve,
         systems,
         validate,
         validate_plan,
+        validate_serve,
     )
 
     app.add_typer(gpus.app, name="gpus")
@@ -31,3 +33,5 @@ def register(app: typer.Typer) -> None:
     recommend.register(app)
     plan.register(app)
     validate_plan.register(app)
+    serve.register(app)
+    validate_serve.register(app)

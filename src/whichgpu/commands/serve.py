@@ -1,0 +1,217 @@
+"""`whichgpu serve`: an LLM served under load by a continuous-batching engine (vLLM, SGLang,
+TensorRT-LLM), simulated request by request: KV-cache capacity, throughput, TTFT / TPOT / E2E
+latency, cost per million output tokens, and the highest request rate that meets latency SLOs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from whichgpu import limits
+from whichgpu.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    SystemOpt,
+    emit_json,
+    float_option,
+    get_catalog,
+    get_system,
+    gpu_names,
+    int_option,
+    system_for,
+)
+from whichgpu.errors import InputError, NoAnswerError
+from whichgpu.limits import Bound
+
+if TYPE_CHECKING:
+    from whichgpu.serving.workload import RequestLengths
+
+RATE = Bound(0, 1e6, lo_open=True)  # requests per second, all replicas
+CONCURRENCY = Bound(1, 1 << 20)
+REQUESTS = Bound(1, 1_000_000)
+REPLICAS = Bound(1, 65536)
+UTILIZATION = Bound(0, 1, lo_open=True)
+HIT_RATE = Bound(0, 0.99)
+SLO_MS = Bound(0, 1e7, lo_open=True)
+SEED = Bound(0, 2**32 - 1)
+SWEEP_POINTS = 8
+"""Rates of the HTML report's latency-throughput curve: 1/8, 2/8, ..., 8/8 of the saturation rate."""
+
+
+def serve_cmd(
+    model: str = typer.Argument(..., help="A decoder LLM of the zoo (e.g. llama-3.1-8b) or a path to its config.json."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU name (id, product name or alias; default: the --system's GPU)."),
+    system: str = SystemOpt,
+    tp: int = int_option(1, "--tp", bound=limits.TP, help="Tensor-parallel degree of one replica."),
+    ep: int = int_option(1, "--ep", bound=limits.TP, help="Expert-parallel degree, MoE models (1, or equal to --tp: "
+                         "experts spread over the tensor-parallel group)."),
+    replicas: int = int_option(1, "--replicas", bound=REPLICAS, help="Identical engine replicas behind a load "
+                               "balancer; the load is split evenly over them."),
+    engine: str = typer.Option("vllm", "--engine", help="vllm, sglang or tensorrt-llm."),
+    concurrency: int = int_option(None, "--concurrency", bound=CONCURRENCY, help="Closed loop: requests in flight "
+                                  "(all replicas), a new one sent as one finishes."),
+    rate: float = float_option(None, "--rate", bound=RATE, help="Open loop: Poisson arrivals, requests per second "
+                               "(all replicas)."),
+    input_len: int = int_option(None, "--input-len", bound=limits.SEQ_LEN, help="Prompt tokens per request."),
+    output_len: int = int_option(None, "--output-len", bound=limits.SEQ_LEN, help="Answer tokens per request."),
+    lengths: Path = typer.Option(None, "--lengths", help="JSONL or CSV of (input, output) token counts; requests draw "
+                                 "pairs from it at random (instead of --input-len/--output-len)."),
+    requests: int = int_option(None, "--requests", bound=REQUESTS, help="Requests per replica to simulate (default "
+                               "1000; closed loop: at least 10 x its concurrency)."),
+    precision: str = typer.Option("bf16", "--precision", help="Weights: bf16, fp16, fp8, int8 (W8A8), int4 "
+                                  "(weight-only, AWQ/GPTQ) or fp4 (Blackwell)."),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache: auto (16-bit), bf16, fp16 or fp8."),
+    gpu_memory_utilization: float = float_option(0.9, "--gpu-memory-utilization", bound=UTILIZATION,
+                                                 help="Share of GPU memory the engine may use (vLLM's flag)."),
+    max_num_seqs: int = int_option(None, "--max-num-seqs", bound=CONCURRENCY, help="Most requests running at once "
+                                   "(default: vLLM's for the GPU, 256 or 1024)."),
+    max_batched_tokens: int = int_option(None, "--max-batched-tokens", "--max-num-batched-tokens",
+                                         bound=limits.SEQ_LEN, help="Token budget of one engine step (default: "
+                                         "vLLM's for the GPU, 2048 or 8192)."),
+    prefix_cache_hit_rate: float = float_option(0.0, "--prefix-cache-hit-rate", bound=HIT_RATE,
+                                                help="Share of each prompt found in the prefix cache."),
+    slo_ttft_ms: float = float_option(None, "--slo-ttft-ms", bound=SLO_MS, help="Time-to-first-token target, ms: "
+                                      "search the highest rate meeting it."),
+    slo_tpot_ms: float = float_option(None, "--slo-tpot-ms", bound=SLO_MS, help="Time-per-output-token target, ms: "
+                                      "search the highest rate meeting it."),
+    slo_percentile: int = int_option(90, "--slo-percentile", bound=Bound(50, 99),
+                                     help="Percentile the SLOs apply to: 50, 90 or 99."),
+    seed: int = int_option(0, "--seed", bound=SEED, help="Seed of the Poisson arrivals and of --lengths sampling."),
+    html: Path = typer.Option(None, "--html", help="Write a self-contained HTML report (latency against throughput "
+                              "as the rate grows)."),
+    json_out: bool = JsonOpt,
+    catalog: str = CatalogOpt,
+) -> None:
+    """Throughput (requests/s, tokens/s), TTFT, TPOT and end-to-end latency (mean, P50, P90, P99),
+    KV-cache capacity and GPU memory, cost per million output tokens at the catalog's rental price,
+    and with --slo-ttft-ms / --slo-tpot-ms the highest Poisson rate that meets them."""
+    from whichgpu.recommend.prices import catalog_prices
+    from whichgpu.report.serve import ServeReport, serve_document
+    from whichgpu.serving.kv import vllm_batch_defaults
+    from whichgpu.serving.model import Setup, build
+    from whichgpu.serving.scheduler import SchedulerConfig, simulate
+    from whichgpu.serving.slo import (
+        PERCENTILES,
+        Slo,
+        idle_run,
+        poisson_runner,
+        probe_requests,
+        rate_sweep,
+        saturation_rate,
+    )
+    from whichgpu.serving.slo import search_max_rate as search
+    from whichgpu.serving.workload import ClosedLoop, Poisson, Workload
+
+    # ---- the question, checked ----
+    if (concurrency is None) == (rate is None):
+        raise InputError("give exactly one of --concurrency (closed loop) or --rate (Poisson arrivals)",
+                         field="concurrency")
+    if slo_percentile not in PERCENTILES:
+        raise InputError(f"must be 50, 90 or 99, got {slo_percentile}", field="slo_percentile")
+    if ep not in (1, tp):
+        raise InputError(f"expert parallelism spans the tensor-parallel group: give --ep 1 or --ep equal to --tp "
+                         f"({tp}), got {ep}", field="ep")
+    if concurrency is not None and concurrency % replicas:
+        raise InputError(f"--concurrency {concurrency} does not split evenly over {replicas} replicas", field="concurrency")
+    pool, fixed = _lengths(input_len, output_len, lengths)
+    named = get_system(catalog, system)
+    g = get_catalog(catalog).get(gpu_names(gpu, named))
+    sys_ = system_for(g, named, catalog)
+    gpus_per_replica = max(tp, ep)
+    if gpus_per_replica > sys_.gpus_per_node:
+        raise InputError(f"tensor parallelism {tp} exceeds the {sys_.gpus_per_node} GPUs of one {sys_.name}: a "
+                         "replica serves from one node", field="tp")
+    total_bytes = int(g.memory_gb * 1e9)
+    d_tokens, d_seqs = vllm_batch_defaults(total_bytes, g.name)
+    mbt = max_batched_tokens or d_tokens
+    mns = max_num_seqs or d_seqs
+
+    # ---- the engine ----
+    sm = build(Setup(model, g, sys_, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype, engine=engine))
+    max_seq_len = int((pool.input_len + pool.output_len).max())
+    cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
+                      max_num_batched_tokens=mbt, max_num_seqs=mns)
+    cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
+                                        cpu_overhead_s=sm.cpu_overhead_s, prefix_cache_hit_rate=prefix_cache_hit_rate)
+
+    # ---- the run: one replica, its share of the load ----
+    per_conc = concurrency // replicas if concurrency is not None else None
+    per_rate = rate / replicas if rate is not None else None
+    n = requests or (max(1000, 10 * per_conc) if per_conc is not None else 1000)
+    reqs = _draw(pool, fixed, n, seed)
+    arrival = ClosedLoop(per_conc) if per_conc is not None else Poisson(float(per_rate or 0.0), seed)
+    result = simulate(Workload(reqs, arrival), sm.step_time, cfg)
+
+    # ---- SLO search and the rate sweep ----
+    slo = None
+    slo_search = None
+    sweep = None
+    ceiling = None
+    n_probe = None
+    if slo_ttft_ms is not None or slo_tpot_ms is not None or html is not None:
+        sat_conc = max(1, min(mns, int(cap.max_concurrency)))
+        n_probe = probe_requests(sat_conc)
+        probe_reqs = _draw(pool, fixed, n_probe, seed)
+        ceiling = saturation_rate(probe_reqs, sm.step_time, cfg, sat_conc).requests_per_s
+        runner = poisson_runner(probe_reqs, sm.step_time, cfg, seed)
+        if slo_ttft_ms is not None or slo_tpot_ms is not None:
+            slo = Slo(None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
+                      None if slo_tpot_ms is None else slo_tpot_ms / 1e3, slo_percentile)
+            slo_search = search(runner, slo, ceiling, idle=idle_run(probe_reqs, sm.step_time, cfg))
+        if html is not None:
+            sweep = rate_sweep(runner, [ceiling * k / SWEEP_POINTS for k in range(1, SWEEP_POINTS + 1)])
+
+    rep = ServeReport(
+        serving=sm, capacity=cap, config=cfg, replicas=replicas, gpus_per_replica=gpus_per_replica,
+        concurrency=concurrency, rate_per_s=rate, num_requests=n, lengths_file=str(lengths) if lengths else None,
+        fixed_lengths=fixed, mean_input_len=float(reqs.input_len.mean()), mean_output_len=float(reqs.output_len.mean()),
+        seed=seed, result=result, prices=catalog_prices(g, dt.date.today()), slo=slo_search, ceiling_per_s=ceiling,
+        probe_requests=n_probe, sweep=sweep,
+        slo_percentile=slo_percentile)
+    if json_out:
+        emit_json("whichgpu.serve/1", serve_document(rep))
+    else:
+        from whichgpu.report.serve import print_serve
+
+        print_serve(rep)
+    if html is not None:
+        from whichgpu.report.serve import render_html
+
+        try:
+            html.write_text(render_html(rep), encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"cannot write {html}: {e.strerror}", field="html") from e
+    if slo_search is not None and slo_search.max_rate_per_s is None:
+        from whichgpu.report.serve import no_rate_reason
+
+        raise NoAnswerError(no_rate_reason(rep))
+
+
+def _lengths(input_len: int | None, output_len: int | None, path: Path | None) -> tuple[RequestLengths, bool]:
+    """(the requests' length pool, whether they are fixed): --input-len/--output-len or --lengths."""
+    from whichgpu.serving.workload import fixed_lengths, read_lengths
+
+    if path is not None:
+        if input_len is not None or output_len is not None:
+            raise InputError("give --lengths FILE or --input-len/--output-len, not both", field="lengths")
+        return read_lengths(path), False
+    if input_len is None or output_len is None:
+        raise InputError("give --input-len and --output-len (tokens per request), or --lengths FILE",
+                         field="input_len")
+    return fixed_lengths(input_len, output_len, 1), True
+
+
+def _draw(pool: RequestLengths, fixed: bool, n: int, seed: int) -> RequestLengths:
+    """``n`` requests from the pool: copies of the one fixed pair, or a seeded sample of the file's."""
+    from whichgpu.serving.workload import fixed_lengths, sample_lengths
+
+    if fixed:
+        return fixed_lengths(int(pool.input_len[0]), int(pool.output_len[0]), n)
+    return sample_lengths(pool, n, seed)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)

@@ -1,0 +1,218 @@
+"""The highest request rate a serving setup sustains within latency targets (SLOs). Torch-free.
+
+A target is a TTFT and/or a TPOT bound at one percentile (P50, P90 or P99, over the requests of a
+run). Each probe is one open-loop simulation (`scheduler.simulate`) of the same requests with
+Poisson arrivals at a candidate rate; the answer is the largest rate whose probe meets every bound.
+
+Search (`search_max_rate`):
+
+1. **Ceiling.** The rate the engine can serve at all: the throughput (requests/s) of a closed loop
+   at the largest useful concurrency (`saturation_rate`). Poisson arrivals faster than that only
+   grow the queue, so the search never looks higher. If the ceiling itself meets the targets the
+   answer is the ceiling, flagged ``capped``: the engine saturates before the latency targets bind.
+2. **Floor.** Latency cannot fall below that of each request served alone (`idle_run`: a closed
+   loop of one). If that misses the targets, no rate meets them and the answer is "none" at once
+   (the prompt's prefill alone is longer than the TTFT bound, or a lone request's decode step is
+   longer than the TPOT bound).
+3. **Bracketing.** Halve the rate from the ceiling until a probe meets the targets (a known-good
+   ``lo`` below the known-bad ``hi``). After ``MAX_HALVINGS`` halvings (the ceiling / 1024) with
+   no success the answer is "none" too.
+4. **Bisection** between ``lo`` and ``hi`` until ``hi - lo <= rel_tol x hi``; the answer is ``lo``
+   (a rate that was simulated and met the targets), with that probe's result.
+
+Steady state: a probe starts with an idle engine and ends with a drain, so its first and last
+requests see less load than a sustained rate gives. A probe's latency statistics are therefore taken
+over the middle half of its requests by arrival (``STEADY``; throughput and preemptions stay those
+of the whole run). With ``probe_requests`` at least 4 x the concurrency the engine can hold, the
+load has built up by the first measured arrival. (For an 8B model on one H100 with 1,000-token
+prompts and answers, P90 TPOT over the middle half of 1,000 requests is within about 10 % of that of
+4,000 requests up to the saturation rate; over all of 500 requests it is up to 40 % low.)
+
+Assumption: latency does not fall as the rate grows (true of a FCFS continuous-batching engine up
+to simulation noise). Reproducible: every probe draws its exponential gaps from one seeded
+generator, so the arrival times of two probes are the same draws scaled by 1 / rate, and probes
+differ only in the rate. Probes: 1 + up to 10 halvings + about log2(1 / rel_tol) bisections (8-10
+for the default 1 %).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from whichgpu.errors import InputError
+from whichgpu.serving.batch import StepTime
+from whichgpu.serving.results import LatencyStats, RequestTimes, ServingResult
+from whichgpu.serving.scheduler import SchedulerConfig, simulate
+from whichgpu.serving.workload import ClosedLoop, Poisson, RequestLengths, Workload
+
+PERCENTILES = (50, 90, 99)
+MAX_HALVINGS = 10
+"""Bracketing stops at ceiling / 2**10: below it the engine is as idle as it gets."""
+DEFAULT_REL_TOL = 0.01
+"""Bisection stops when the bracket is within 1 % of its top."""
+PROBE_REQUESTS = 1000
+"""Least requests per probe (`probe_requests`): a probe of an 8B model on one H100 with 1,000-token
+prompts and answers takes about 0.1-0.2 s (benchmarks/bench_serving_slo.py)."""
+STEADY = (0.25, 0.75)
+"""The share of a probe's requests, by arrival order, whose latencies count (the middle half)."""
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets at one percentile over the requests of a run."""
+
+    ttft_s: float | None = None
+    """Time to first token bound, seconds (None: no bound)."""
+    tpot_s: float | None = None
+    """Time per output token (after the first) bound, seconds (None: no bound)."""
+    percentile: int = 90
+    """Which statistic must meet the bounds: 50, 90 or 99."""
+
+    def __post_init__(self) -> None:
+        if self.ttft_s is None and self.tpot_s is None:
+            raise InputError("an SLO needs a TTFT or a TPOT bound (or both)", field="slo_ttft_ms")
+        for name, v in (("slo_ttft_ms", self.ttft_s), ("slo_tpot_ms", self.tpot_s)):
+            if v is not None and not (np.isfinite(v) and v > 0):
+                raise InputError(f"{name} must be a finite number > 0, got {v}", field=name)
+        if self.percentile not in PERCENTILES:
+            raise InputError(f"percentile must be one of 50, 90, 99, got {self.percentile}", field="slo_percentile")
+
+    def stat(self, s: LatencyStats) -> float:
+        """The statistic of ``s`` the targets apply to (seconds)."""
+        v: float = getattr(s, f"p{self.percentile}")
+        return v
+
+    def met(self, r: ServingResult) -> bool:
+        """Whether run ``r`` meets every bound. A TPOT of no request (every answer one token long)
+        is NaN and meets any bound: there is no inter-token latency."""
+        return not (self.ttft_s is not None and self.stat(r.ttft) > self.ttft_s) and \
+            not (self.tpot_s is not None and self.stat(r.tpot) > self.tpot_s)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One simulated rate of a search."""
+
+    rate_per_s: float
+    ttft_s: float
+    """TTFT at the SLO's percentile."""
+    tpot_s: float
+    """TPOT at the SLO's percentile."""
+    ok: bool
+
+
+@dataclass(frozen=True)
+class SloSearch:
+    """The answer of a rate search."""
+
+    slo: Slo
+    ceiling_per_s: float
+    """The highest rate searched (the closed-loop saturation throughput)."""
+    max_rate_per_s: float | None
+    """The largest rate found to meet the targets; None: no rate does (down to the ceiling / 1024)."""
+    at_rate: ServingResult | None
+    """The probe at ``max_rate_per_s`` (None with no answer)."""
+    capped: bool
+    """The ceiling itself meets the targets: the engine's throughput, not latency, is the limit."""
+    probes: tuple[Probe, ...]
+    """Every probe in the order simulated."""
+    lowest: ServingResult | None = None
+    """With no answer: the probe at the lowest rate tried, or the idle run (why it fails)."""
+    idle_misses: bool = False
+    """No answer because each request served alone already misses the targets."""
+
+
+def search_max_rate(run: Callable[[float], ServingResult], slo: Slo, ceiling_per_s: float, *,
+                    idle: ServingResult | None = None, rel_tol: float = DEFAULT_REL_TOL) -> SloSearch:
+    """The largest rate in (0, ``ceiling_per_s``] whose ``run(rate)`` meets ``slo`` (see the module
+    docstring). ``run`` simulates the workload at a Poisson rate (`poisson_runner`); ``idle``, the
+    requests served alone (`idle_run`), answers "none" early when even it misses the targets."""
+    if not (np.isfinite(ceiling_per_s) and ceiling_per_s > 0):
+        raise InputError(f"the ceiling rate must be a finite number > 0, got {ceiling_per_s}", field="rate")
+    if not 0 < rel_tol < 1:
+        raise InputError(f"rel_tol must be in (0, 1), got {rel_tol}", field="rel_tol")
+    probes: list[Probe] = []
+
+    def probe(rate: float) -> tuple[bool, ServingResult]:
+        r = run(rate)
+        ok = slo.met(r)
+        probes.append(Probe(rate, slo.stat(r.ttft), slo.stat(r.tpot), ok))
+        return ok, r
+
+    ok, r = probe(ceiling_per_s)
+    if ok:
+        return SloSearch(slo, ceiling_per_s, ceiling_per_s, r, True, tuple(probes))
+    if idle is not None and not slo.met(idle):
+        return SloSearch(slo, ceiling_per_s, None, None, False, tuple(probes), lowest=idle, idle_misses=True)
+    hi, lo = ceiling_per_s, ceiling_per_s / 2
+    for _ in range(MAX_HALVINGS):
+        ok, r = probe(lo)
+        if ok:
+            break
+        hi, lo = lo, lo / 2
+    else:
+        return SloSearch(slo, ceiling_per_s, None, None, False, tuple(probes), lowest=r)
+    best = r
+    while hi - lo > rel_tol * hi:
+        mid = 0.5 * (lo + hi)
+        ok, r = probe(mid)
+        if ok:
+            lo, best = mid, r
+        else:
+            hi = mid
+    return SloSearch(slo, ceiling_per_s, lo, best, False, tuple(probes))
+
+
+def probe_requests(concurrency: int) -> int:
+    """Requests per probe: at least `PROBE_REQUESTS` and 4 x the concurrency the engine holds, so
+    that the measured middle half arrives after the load has built up."""
+    return max(PROBE_REQUESTS, 4 * concurrency)
+
+
+def steady_state(r: ServingResult, window: tuple[float, float] = STEADY) -> ServingResult:
+    """``r`` with its TTFT, TPOT and E2E statistics over the requests in ``window`` (fractions of
+    the requests in sending order); everything else as it was."""
+    q = r.requests
+    n = q.arrival_s.size
+    lo, hi = int(n * window[0]), max(int(n * window[0]) + 1, int(n * window[1]))
+    sl = slice(lo, hi)
+    mid = RequestTimes(q.arrival_s[sl], q.first_token_s[sl], q.finish_s[sl], q.input_tokens[sl],
+                       q.output_tokens[sl], q.preemptions[sl])
+    return replace(r, ttft=LatencyStats.of(mid.ttft_s), tpot=LatencyStats.of(mid.tpot_s), e2e=LatencyStats.of(mid.e2e_s))
+
+
+def poisson_runner(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig,
+                   seed: int = 0, window: tuple[float, float] | None = STEADY) -> Callable[[float], ServingResult]:
+    """``rate -> simulate(lengths at Poisson(rate, seed))``, latency over the ``window`` of the
+    requests (`steady_state`; None: all of them): the probe of a rate search."""
+    def run(rate: float) -> ServingResult:
+        r = simulate(Workload(lengths, Poisson(rate, seed)), step_time, config)
+        return r if window is None else steady_state(r, window)
+    return run
+
+
+def saturation_rate(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig,
+                    concurrency: int) -> ServingResult:
+    """A closed loop at ``concurrency`` over at least 4 x ``concurrency`` requests (``lengths``
+    repeated as needed, so the ramp-up and the drain are a small part of the window); its
+    ``requests_per_s`` is the ceiling of a rate search."""
+    n = max(len(lengths), 4 * concurrency)
+    tiled = RequestLengths(np.resize(lengths.input_len, n), np.resize(lengths.output_len, n))
+    return simulate(Workload(tiled, ClosedLoop(concurrency)), step_time, config)
+
+
+def idle_run(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig) -> ServingResult:
+    """Each request served alone (a closed loop of one): the least latency any rate can give. When
+    every request has the same lengths one request stands for all."""
+    same = bool((lengths.input_len == lengths.input_len[0]).all() and (lengths.output_len == lengths.output_len[0]).all())
+    if same:
+        lengths = RequestLengths(lengths.input_len[:1], lengths.output_len[:1])
+    return simulate(Workload(lengths, ClosedLoop(1)), step_time, config)
+
+
+def rate_sweep(run: Callable[[float], ServingResult], rates: Sequence[float]) -> list[tuple[float, ServingResult]]:
+    """``run`` at each rate, in order (the latency-throughput curve of a report)."""
+    return [(float(r), run(float(r))) for r in rates]

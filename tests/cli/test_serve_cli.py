@@ -1,0 +1,162 @@
+"""`whichgpu serve` through the CLI: the JSON document (whichgpu.serve/1) in closed loop and at a
+rate, replicas, a lengths file, the SLO search and its "no" answer, the HTML report, the console
+report, and the exit codes (2: bad input, 1: a valid question answered "no")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.cli.conftest import invoke, invoke_json
+
+SCHEMA = "whichgpu.serve/1"
+BASE = ("llama-3.1-8b", "--gpu", "h100", "--input-len", "200", "--output-len", "50", "--requests", "100")
+STATS = ("mean", "p50", "p90", "p99")
+
+
+def serve(*args: str, code: int = 0) -> dict[str, Any]:
+    return invoke_json("serve", SCHEMA, *args, code=code)
+
+
+def check_stats(d: Any) -> None:
+    assert set(d) == set(STATS)
+    assert all(isinstance(d[k], float) and d[k] > 0 for k in STATS)
+    assert d["p50"] <= d["p90"] <= d["p99"]
+
+
+def test_closed_loop_json() -> None:
+    doc = serve(*BASE, "--concurrency", "8")
+    for k in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        check_stats(doc[k])
+    for k in ("output_tokens_per_s", "requests_per_s", "total_tokens_per_s", "max_concurrency"):
+        assert isinstance(doc[k], float) and doc[k] > 0
+    assert isinstance(doc["kv_cache_tokens"], int) and doc["kv_cache_tokens"] == doc["memory"]["kv_cache_tokens"]
+    assert doc["total_tokens_per_s"] == pytest.approx(doc["output_tokens_per_s"] * 250 / 50)
+    assert doc["workload"] == {"mode": "closed-loop", "concurrency": 8, "rate_per_s": None, "concurrency_per_replica": 8,
+                               "rate_per_s_per_replica": None, "requests_per_replica": 100, "lengths_file": None,
+                               "mean_input_len": 200.0, "mean_output_len": 50.0, "seed": 0}
+    setup = doc["setup"]
+    assert (setup["tp"], setup["gpus"], setup["engine"], setup["precision"]) == (1, 1, "vllm", "bf16")
+    # vLLM's defaults on an 80 GB H100: 8192 tokens a step, 1024 sequences
+    assert (setup["max_num_batched_tokens"], setup["max_num_seqs"]) == (8192, 1024)
+    mem = doc["memory"]
+    assert 15 < mem["weights_gb_per_gpu"] < 17 and mem["kv_cache_gb"] > 40 and mem["kv_blocks"] > 0
+    assert mem["max_seq_len"] == 250
+    assert doc["slo"] is None
+    assert doc["price"]["usd_per_gpu_hour"] > 0 and doc["price"]["source"]
+    # cost: one GPU's rent per second over its output tokens per second, per million
+    assert doc["cost_per_million_output_tokens"] == pytest.approx(
+        doc["price"]["usd_per_gpu_hour"] / 3600 / doc["output_tokens_per_s"] * 1e6)
+    assert set(doc["assumptions"]) >= {"weights", "kv_cache", "engine"}
+
+
+def test_rate_json_and_replicas() -> None:
+    one = serve(*BASE, "--rate", "2")
+    two = serve(*BASE, "--rate", "4", "--replicas", "2", "--tp", "2")
+    assert one["workload"]["mode"] == "poisson" and one["workload"]["rate_per_s"] == 2.0
+    assert two["workload"]["rate_per_s_per_replica"] == 2.0
+    assert two["setup"]["gpus"] == 4 and two["setup"]["gpus_per_replica"] == 2
+    # the same arrivals per replica: totals are twice one replica's
+    assert two["requests_per_s"] == pytest.approx(2 * (two["requests_per_s"] / 2))
+    assert two["output_tokens_per_s_per_gpu"] == pytest.approx(two["output_tokens_per_s"] / 4)
+    assert any("replicas" in n for n in two["notes"])
+
+
+def test_lengths_file(tmp_path: Path) -> None:
+    f = tmp_path / "lengths.csv"
+    f.write_text("prompt_tokens,completion_tokens\n100,20\n300,60\n")
+    doc = serve("llama-3.1-8b", "--gpu", "h100", "--lengths", str(f), "--concurrency", "4", "--requests", "50")
+    assert doc["workload"]["lengths_file"] == str(f)
+    assert 100 <= doc["workload"]["mean_input_len"] <= 300
+    assert doc["memory"]["max_seq_len"] == 360
+
+
+def test_slo_search() -> None:
+    doc = serve(*BASE, "--rate", "2", "--slo-ttft-ms", "200", "--slo-tpot-ms", "12", "--slo-percentile", "99",
+                "--max-num-seqs", "128")
+    slo = doc["slo"]
+    assert (slo["ttft_ms"], slo["tpot_ms"], slo["percentile"]) == (200.0, 12.0, 99)
+    assert isinstance(slo["max_rate_per_s"], float) and 0 < slo["max_rate_per_s"] <= slo["ceiling_per_s"]
+    at = slo["at_rate"]
+    assert at["requests_per_s"] == slo["max_rate_per_s"]
+    assert at["ttft_ms"]["p99"] <= 200 and at["tpot_ms"]["p99"] <= 12
+    assert at["output_tokens_per_s"] == pytest.approx(slo["max_rate_per_s"] * 50)
+    assert at["cost_per_million_output_tokens"] > 0 and slo["reason"] is None
+
+
+def test_slo_no_rate_meets_exit_1() -> None:
+    res = invoke("serve", *BASE, "--rate", "1", "--slo-ttft-ms", "1", "--json")
+    assert res.exit_code == 1
+    assert res.stderr.startswith("no: no request rate meets TTFT P90 <= 1 ms") and res.stderr.count("\n") == 1
+    assert '"max_rate_per_s": null' in res.stdout
+
+
+def test_html_report(tmp_path: Path) -> None:
+    page = tmp_path / "serve.html"
+    res = invoke("serve", *BASE, "--concurrency", "4", "--slo-tpot-ms", "10", "--max-num-seqs", "64",
+                 "--html", str(page))
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    assert text.count("<svg") == 2 and "TTFT P90" in text and "TPOT P90" in text and "SLO 10 ms" in text
+    assert "<script src" not in text and "<link" not in text  # self-contained
+
+
+def test_console_report() -> None:
+    res = invoke("serve", *BASE, "--concurrency", "8", "--slo-tpot-ms", "30")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    for s in ("memory per GPU", "KV cache", "throughput", "latency (ms)", "TTFT", "TPOT", "E2E", "preemptions",
+              "per million output tokens", "SLO: highest Poisson rate", "assumptions:"):
+        assert s in out, s
+
+
+def test_no_price_gives_null_cost() -> None:
+    doc = serve("llama-3.1-8b", "--gpu", "a100-pcie-40gb", "--input-len", "200", "--output-len", "50",
+                "--requests", "50", "--concurrency", "4")
+    assert doc["price"] is None and doc["cost_per_million_output_tokens"] is None
+    assert any("no rental price" in n for n in doc["notes"])
+    # vLLM's defaults below 70 GiB: 2048 tokens a step, 256 sequences
+    assert (doc["setup"]["max_num_batched_tokens"], doc["setup"]["max_num_seqs"]) == (2048, 256)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--tp", "3", "--rate", "1"), "--tp"),  # 3 does not divide 32 heads
+    (("--rate", "-1"), "--rate"),
+    (("--rate", "0"), "--rate"),
+    (("--concurrency", "0"), "--concurrency"),
+    (("--rate", "1", "--concurrency", "2"), "--concurrency"),
+    ((), "--concurrency"),  # neither
+    (("--rate", "1", "--precision", "fp5"), "--precision"),
+    (("--rate", "1", "--engine", "tgi"), "--engine"),
+    (("--rate", "1", "--kv-dtype", "int3"), "--kv-dtype"),
+    (("--rate", "1", "--slo-ttft-ms", "100", "--slo-percentile", "95"), "--slo-percentile"),
+    (("--rate", "1", "--ep", "2"), "--ep"),
+    (("--concurrency", "3", "--replicas", "2"), "--concurrency"),
+    (("--rate", "1", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization"),
+    (("--rate", "1", "--lengths", "x.csv"), "--lengths"),
+])
+def test_bad_input_exit_2(args: tuple[str, ...], flag: str) -> None:
+    res = invoke("serve", *BASE, *args)
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip()
+    assert err.startswith("error:") and "\n" not in err and flag in err, err
+
+
+def test_bad_names_and_lengths_exit_2() -> None:
+    for args in (("llama-9b", "--gpu", "h100"), ("llama-3.1-8b", "--gpu", "h100x")):
+        res = invoke("serve", *args, "--rate", "1", "--input-len", "10", "--output-len", "10")
+        assert res.exit_code == 2 and res.stderr.startswith("error:"), res.output
+    res = invoke("serve", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-len", "-5", "--output-len", "10")
+    assert res.exit_code == 2 and "--input-len" in res.stderr
+
+
+def test_does_not_fit_exit_1() -> None:
+    res = invoke("serve", "llama-3.1-405b", "--gpu", "rtx-4090", "--rate", "1", "--input-len", "100",
+                 "--output-len", "10")
+    assert res.exit_code == 1
+    assert res.stderr.startswith("no: the weights") and "do not fit" in res.stderr
+    # one request longer than the KV cache holds
+    res = invoke("serve", "llama-3.1-8b", "--gpu", "rtx-4090", "--rate", "1", "--input-len", "100000",
+                 "--output-len", "10")
+    assert res.exit_code == 1 and "the longest that fits" in res.stderr
