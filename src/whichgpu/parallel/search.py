@@ -112,7 +112,10 @@ def _schedules(fixed: Fixed, pp: int, m: int, layers: int) -> Iterator[tuple[str
         if s == "interleaved-1f1b":
             if m % pp:
                 continue
-            vps = [fixed.vp] if fixed.vp else [v for v in range(2, 9) if layers % (pp * v) == 0]
+            # even chunks, counting the embedding and the loss as a layer each where that evens them
+            # (Llama-3.1-405B's 126 layers over pp 16 x vp 8, as NeMo runs it; planner.split_layers)
+            vps = [fixed.vp] if fixed.vp else [v for v in range(2, 9)
+                                               if layers % (pp * v) == 0 or (layers + 2) % (pp * v) == 0]
             for v in vps:
                 if v >= 2 and pp * v <= layers:
                     yield s, v
