@@ -94,25 +94,35 @@ def fit_cmd(
 
     trace = trace_for()
     moe_flags_note(moe_capacity, moe_skew, model, [trace])
+    def answer() -> Any:
+        r = fit(trace, g, plan, trace_for, search_batch=not no_search, system=sys_)
+        if r.estimate.fits:
+            return r
+        from whichgpu.parallel.fallback import for_fit
+
+        extra = (("--system", system) if system else ()) + (("--catalog", catalog) if catalog else ())
+        return replace(r, parallel=for_fit(trace, model, g, sys_, gpus, grad_accum, attention, extra))
+
     if json_out:
-        report = fit(trace, g, plan, trace_for, search_batch=not no_search, system=sys_)
+        report = answer()
     else:
         from whichgpu.report.console import err_console
 
         with err_console.status("estimating (new batch sizes and variants are traced once, then cached)"):
-            report = fit(trace, g, plan, trace_for, search_batch=not no_search, system=sys_)
-    from whichgpu.report.memory import fit_document, never_fits_message, print_fit
+            report = answer()
+    from whichgpu.report.memory import fit_document, never_fits_message, parallel_tail, print_fit
 
     if json_out:
         emit_json("whichgpu.memory/1", fit_document(report, lora_rank if finetune != "full" else None))
     else:
         print_fit(report, wide=wide)
     if report.never_fits:
-        raise NoAnswerError(never_fits_message(report))
+        raise NoAnswerError(never_fits_message(report) + parallel_tail(report))
     if not report.estimate.fits:  # the answer to "does it fit as given" is no (exit 1), with or without a search
         e = report.estimate
         raise NoAnswerError(f"{e.trace.model} does not fit on {e.gpu_name} at batch {e.trace.batch_size} "
-                            f"({e.total_bytes / 1e9:.1f} GB needed, {e.capacity_bytes / 1e9:.1f} GB usable)")
+                            f"({e.total_bytes / 1e9:.1f} GB needed, {e.capacity_bytes / 1e9:.1f} GB usable)"
+                            + parallel_tail(report))
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whichgpu.errors import CaptureError, WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
@@ -25,6 +25,9 @@ from whichgpu.parallel.plan import Plan, Sharding
 from whichgpu.units import GB
 from whichgpu.workload.spec import FixedBatchError
 from whichgpu.workload.trace import Trace
+
+if TYPE_CHECKING:
+    from whichgpu.parallel.fallback import Layouts
 
 TraceFor = Callable[..., "Trace | None"]
 MAX_BATCH = 1 << 20
@@ -69,6 +72,7 @@ class FitReport:
     suggestions_batch: int = 0  # the batch the suggestions were evaluated at (0: none made)
     finetune: str = "full"  # as the trace was captured ("lora (rank 16, 224 layers)")
     checkpointing: str = "none"
+    parallel: Layouts | None = None  # the parallel planner's layouts when it does not fit (None: not asked)
 
     @property
     def never_fits(self) -> bool:
@@ -85,6 +89,11 @@ class FitReport:
             "tried": [{"batch_size": n, "total_bytes": t} for n, t in b.tried]}
         d["suggestions_batch_size"] = self.suggestions_batch or None
         d["suggestions"] = [s.to_dict() for s in self.suggestions]
+        p = self.parallel
+        d["parallel_layouts"] = None if p is None or p.job is None else p.to_list()
+        d["parallel_layouts_note"] = (p.note if p is not None else
+                                      "fits as given: no parallel layout searched" if self.estimate.fits else None)
+        d["parallel_layouts_command"] = p.command or None if p is not None else None
         return d
 
 

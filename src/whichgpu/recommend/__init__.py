@@ -10,7 +10,7 @@ from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.catalog import Catalog
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.estimate import MemoryEstimate
-from whichgpu.recommend.evaluate import GpuResult, card_watts, evaluate_gpu
+from whichgpu.recommend.evaluate import GpuResult, Run, card_watts, evaluate_gpu
 from whichgpu.recommend.picks import FreeTier, make_picks
 from whichgpu.recommend.presets import GUIDE
 from whichgpu.recommend.prices import resolve_prices
@@ -20,6 +20,7 @@ from whichgpu.recommend.reasons import (
     bound_text,
     form_factor_text,
     layout_text,
+    planned_text,
     power_text,
     precision_text,
 )
@@ -52,7 +53,10 @@ def config_reasons(c: Config, req: Request) -> list[str]:
     out = []
     mix = len(c.runs) > 1
     for r in c.runs:
-        bits = [bound_text(r, c.gpu), layout_text(r, c.min_count), precision_text(r)]
+        if isinstance(r, Run):
+            bits = [bound_text(r, c.gpu), layout_text(r, c.min_count), precision_text(r)]
+        else:
+            bits = [planned_text(r, c.min_count), precision_text(r)]
         text = "; ".join(b for b in bits if b)
         out.append(f"{r.workload.label}: {text}" if mix else text)
     pw = power_text(c.gpu, req.power_limit_w)
@@ -71,17 +75,20 @@ def config_reasons(c: Config, req: Request) -> list[str]:
     return out
 
 
-def memory_of(c: Config, tracer: Tracer) -> MemoryEstimate:
+def memory_of(c: Config, tracer: Tracer) -> MemoryEstimate | None:
     """The memory breakdown of the configuration's first workload (serving: the larger of
-    prefill and decode)."""
+    prefill and decode); None for a layout of the parallel planner (its JSON run carries the
+    planner's breakdown of the worst rank)."""
     r = c.runs[0]
+    if not isinstance(r, Run):
+        return None
     lay = r.layout
     plan = lay.plan
     ests = [tracer.memory(t, c.gpu, plan) for t in traces_for(tracer, r.workload, r.pred.precision, lay.micro_batch)]
     return max(ests, key=lambda e: e.total_bytes)
 
 
-def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate]) -> dict[str, str]:
+def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate], planned: bool = False) -> dict[str, str]:
     precision = "/".join(sorted({w.spec.precision for w in req.workloads}))
     a = {
         "cost": req.cost.describe(),
@@ -103,11 +110,18 @@ def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate]
         a["power_check"] = f"GPUs x TDP (or the limit) <= {req.max_power_w:g} W; the host's own draw is not counted"
     if req.memory_rule:
         a["memory_rule"] = f"{req.memory_rule} (the guide: {GUIDE}); cards below it are listed apart"
-    if rows:
-        e = rows[0].runs[0].pred.est.assumptions
+    traced = next((r for c in rows for r in c.runs if isinstance(r, Run)), None)
+    if traced is not None:
+        e = traced.pred.est.assumptions
         for k in ("efficiency_source", "engine", "overlap"):
             if k in e:
                 a[f"perf_{k}"] = str(e[k])
+    if planned:
+        a["parallel_layouts"] = ("LLM training at a GPU count (2 or more) where no DP/ZeRO/FSDP layout fits: the "
+                                 "parallel planner's fastest tensor/pipeline (context, expert) parallel layout there "
+                                 "(`whichgpu plan`: Megatron-style kernels, sharding, recomputation, micro-batch and "
+                                 "schedule searched, global batch = batch x GPUs); its figures come from the planner, "
+                                 "not from the traced step, and carry no error band")
     if rows and rows[0].key in mem:
         m = mem[rows[0].key].assumptions
         for k in ("fragmentation", "cuda_context"):
@@ -161,7 +175,7 @@ def recommend(req: Request, catalog: Catalog, trace_for: TraceFor) -> Recommenda
         c.reasons = config_reasons(c, req)
     ranked = rank(configs, req.objective)
     rows = best_per_gpu(ranked, req.budget_usd is not None)
-    mem = {c.key: memory_of(c, tracer) for c in rows}
+    mem = {c.key: m for c in rows if (m := memory_of(c, tracer)) is not None}
     unit = req.workloads[0].unit if len(req.workloads) == 1 else "x best"
     picks = make_picks(ranked, FreeTier(tuple(t4), t4_why), req, unit)
     notes = []
@@ -173,4 +187,5 @@ def recommend(req: Request, catalog: Catalog, trace_for: TraceFor) -> Recommenda
     if capped:
         notes.append(f"--max-power-w left out the larger counts of {len(capped)} GPU kind(s)")
     return Recommendation(req, unit, ranked, rows, [Rejected(r) for r in results if r.blockers], picks, mem,
-                          assumptions(req, rows, mem), notes, tracer.captures)
+                          assumptions(req, rows, mem, any(not isinstance(r, Run) for c in ranked for r in c.runs)),
+                          notes, tracer.captures)

@@ -10,11 +10,14 @@ from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.search import doubling
 from whichgpu.parallel.plan import LABELS
 from whichgpu.perf.auto import resolve_precision
+from whichgpu.perf.bands import Band
 from whichgpu.predict import Prediction, predict
+from whichgpu.recommend.planned import PlannedRun, applies, planned_run
 from whichgpu.recommend.request import Request, Workload
 from whichgpu.recommend.search import Layout, Tracer, fit_layout, layout_plan, traces_for
 from whichgpu.units import GB
 from whichgpu.workload.spec import FixedBatchError
+from whichgpu.workload.trace import Trace
 
 MAX_SUGGESTED_GPUS = 64
 TRANSFORMER_FAMILIES = ("decoder", "encoder", "seq2seq", "vit")
@@ -22,11 +25,57 @@ TRANSFORMER_FAMILIES = ("decoder", "encoder", "seq2seq", "vit")
 
 @dataclass
 class Run:
-    """One workload on n GPUs of one kind: how it is laid out and how fast it goes."""
+    """One workload on n GPUs of one kind, data parallel (ZeRO, FSDP): how it is laid out and how
+    fast its traced step goes. (A layout of the parallel planner is a PlannedRun: recommend/planned.py.)"""
 
     workload: Workload
     layout: Layout
     pred: Prediction
+
+    @property
+    def step_s(self) -> float:
+        return self.pred.est.step_s
+
+    @property
+    def precision(self) -> str:
+        return self.pred.precision
+
+    @property
+    def precision_reason(self) -> str:
+        return self.pred.precision_reason
+
+    @property
+    def gpu(self) -> GpuSpec:
+        return self.pred.gpu
+
+    @property
+    def trace(self) -> Trace:
+        return self.pred.trace
+
+    @property
+    def traces(self) -> tuple[Trace, ...]:
+        """The traced steps (serving: prefill, then decode)."""
+        return tuple(t for t in (self.pred.prefill_trace, self.pred.trace) if t is not None)
+
+    @property
+    def label(self) -> str:
+        return f"DP{self.layout.gpus}" if self.layout.gpus > 1 else "1 GPU"
+
+    @property
+    def bound(self) -> str:
+        return self.pred.est.bound
+
+    @property
+    def band(self) -> Band | None:
+        return self.pred.est.band
+
+    @property
+    def outside(self) -> tuple[str, ...]:
+        return self.pred.est.outside
+
+    @property
+    def validated(self) -> bool:
+        return not self.pred.est.outside
 
     @property
     def samples_per_s(self) -> float:
@@ -54,10 +103,13 @@ class Blocker:
     suggestion: str = ""
 
 
+AnyRun = Run | PlannedRun
+
+
 @dataclass
 class GpuResult:
     gpu: GpuSpec
-    runs: dict[int, list[Run]] = field(default_factory=dict)  # count -> one run per workload
+    runs: dict[int, list[AnyRun]] = field(default_factory=dict)  # count -> one run per workload
     blockers: list[Blocker] = field(default_factory=list)
     power_capped_counts: tuple[int, ...] = ()  # counts left out by --max-power-w
 
@@ -104,7 +156,7 @@ def evaluate_gpu(tracer: Tracer, req: Request, gpu: GpuSpec) -> GpuResult:
                                         f"{req.max_power_w:g}"))
             return res
         counts = allowed
-    per_count: dict[int, list[Run]] = {n: [] for n in counts}
+    per_count: dict[int, list[AnyRun]] = {n: [] for n in counts}
     for w in req.workloads:
         prec, why = choose_precision(gpu, w, w.spec.precision)
         if prec is None:
@@ -116,21 +168,36 @@ def evaluate_gpu(tracer: Tracer, req: Request, gpu: GpuSpec) -> GpuResult:
             lay, attempt = fit_layout(tracer, w, gpu, prec, n)
             if best is None or attempt.need_bytes < best.need_bytes:
                 best = attempt
-            if lay is None:
+            if lay is not None:
+                fitted = True
+                if n in per_count:
+                    per_count[n].append(_estimate(tracer, req, w, gpu, prec, why, lay))
+                continue
+            if n not in per_count and fitted:  # (another workload of the mix does not run at n)
+                continue
+            planned = planned_run(tracer, req, w, gpu, prec, why, n)  # tensor/pipeline parallel, LLM training
+            if planned is None:
                 per_count.pop(n, None)
                 continue
             fitted = True
             if n in per_count:
-                per_count[n].append(_estimate(tracer, req, w, gpu, prec, why, lay))
+                per_count[n].append(planned)
         if not fitted and best is not None:
             sugg = suggest(tracer, w, gpu, prec, counts[-1])
-            text = no_fit_text(w, best, sugg)
+            text = no_fit_text(w, best, sugg) + _planner_tried(req, w, counts[-1])
             res.blockers.append(Blocker("memory", f"{w.label}: {text}" if len(req.workloads) > 1 else text, best, sugg))
             return res
     res.runs = {n: runs for n, runs in per_count.items() if len(runs) == len(req.workloads)}
     if not res.runs:  # each workload fits at some count, but no count fits them all
         res.blockers.append(Blocker("memory", "no GPU count fits every workload of the mix"))
     return res
+
+
+def _planner_tried(req: Request, w: Workload, most: int) -> str:
+    """The blocker's words when the parallel planner was asked too and found nothing."""
+    if most < 2 or not applies(req, w):
+        return ""
+    return f"; no tensor/pipeline-parallel layout fits on up to {most} GPUs either"
 
 
 def no_fit_text(w: Workload, at: Layout, suggestion: str) -> str:

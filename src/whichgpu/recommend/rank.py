@@ -27,7 +27,7 @@ from whichgpu.recommend.cost import (
     job_hours,
     rent_usd_per_hour,
 )
-from whichgpu.recommend.evaluate import Run
+from whichgpu.recommend.evaluate import AnyRun
 from whichgpu.recommend.prices import GpuPrices
 from whichgpu.recommend.request import Request
 
@@ -38,7 +38,7 @@ class Config:
 
     gpu: GpuSpec
     gpus: int
-    runs: list[Run]
+    runs: list[AnyRun]
     watts: float | None  # per card while working
     prices: GpuPrices
     min_count: int  # the fewest GPUs of this kind that run the job
@@ -63,7 +63,7 @@ class Config:
     def band(self) -> tuple[float, float] | None:
         """(p10, p90) of ln(predicted / measured) for the workloads' classes: the widest of the
         runs' bands (perf/bands.py), None without bands."""
-        bands = [r.pred.est.band for r in self.runs if r.pred.est.band is not None]
+        bands = [b for r in self.runs if (b := r.band) is not None]
         if not bands:
             return None
         return min(b.p10 for b in bands), max(b.p90 for b in bands)
@@ -77,7 +77,7 @@ class Config:
         """Why the configuration lies outside the validated ground (empty: inside)."""
         seen: dict[str, None] = {}
         for r in self.runs:
-            for why in r.pred.est.outside:
+            for why in r.outside:
                 seen.setdefault(why, None)
         return tuple(seen)
 
@@ -90,7 +90,7 @@ class Config:
         return f"{self.gpus}x {self.gpu.id}"
 
 
-def _job_work(req: Request, run: Run) -> tuple[float, float] | None:
+def _job_work(req: Request, run: AnyRun) -> tuple[float, float] | None:
     """(work, rate per second) of the job in the rate's unit."""
     j = req.job
     if j.tokens is not None:

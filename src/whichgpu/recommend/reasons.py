@@ -6,7 +6,8 @@ from whichgpu.hardware.spec import GpuSpec
 from whichgpu.parallel.plan import LABELS
 from whichgpu.perf.device import POWER_EXPONENT
 from whichgpu.perf.estimate import StepEstimate
-from whichgpu.recommend.evaluate import Run
+from whichgpu.recommend.evaluate import AnyRun, Run
+from whichgpu.recommend.planned import PlannedRun
 from whichgpu.units import GB
 
 POWER_SOURCE = (f"compute clock ~ (limit / power the tensor work needs at the rated clock)^{POWER_EXPONENT:.3f}, the "
@@ -16,6 +17,23 @@ POWER_SOURCE = (f"compute clock ~ (limit / power the tensor work needs at the ra
 
 def _pct(x: float, total: float) -> str:
     return f"{100 * x / total:.0f}%" if total > 0 else "0%"
+
+
+def planned_text(run: PlannedRun, min_count: int) -> str:
+    """A layout of the parallel planner: the layout, its MFU and where the rest of the step goes."""
+    r = run.result
+    p = r.plan
+    split = r.split
+    comm = sum(split.get(k, 0.0) for k in ("tp", "cp", "ep", "pp_p2p", "dp"))
+    text = f"{100 * r.mfu:.0f}% MFU"
+    if r.bubble_fraction >= 0.05:
+        text += f", {100 * r.bubble_fraction:.0f}% pipeline bubble"
+    if comm > 0.15 * r.step_s:
+        text += f", {_pct(comm, r.step_s)} exposed communication"
+    how = (f"{'needs ' if p.gpus == min_count else ''}{p.gpus} GPUs as {run.label} (parallel planner: micro-batch "
+           f"{p.micro_batch} x {p.grad_accum}, {LABELS.get(p.sharding, p.sharding)}, recompute {p.recompute or 'none'}"
+           + (f", {p.schedule}" if p.pp > 1 else "") + ")")
+    return f"{how}; {text}"
 
 
 def bound_text(run: Run, gpu: GpuSpec) -> str:
@@ -65,18 +83,18 @@ def layout_text(run: Run, min_count: int) -> str:
     return "; ".join(parts)
 
 
-def precision_text(run: Run) -> str:
+def precision_text(run: AnyRun) -> str:
     """Only when the card does something other than the BF16 path of modern cards, or when the
     peak of the path it takes is an estimate (no source gives it: hardware/spec.py)."""
     from whichgpu.workload.precision import POLICIES
 
-    pol = POLICIES.get(run.pred.precision)
-    caveat = run.pred.gpu.peak_caveat(pol.matmul_dtype if pol else "fp32")
+    pol = POLICIES.get(run.precision)
+    caveat = run.gpu.peak_caveat(pol.matmul_dtype if pol else "fp32")
     if caveat:
         return caveat
-    if run.pred.precision_reason == "as requested" or run.pred.precision.endswith("bf16"):
+    if run.precision_reason == "as requested" or run.precision.endswith("bf16"):
         return ""
-    return f"{run.pred.precision.upper().replace('AMP-', 'AMP ')}: {run.pred.precision_reason}"
+    return f"{run.precision.upper().replace('AMP-', 'AMP ')}: {run.precision_reason}"
 
 
 def power_text(gpu: GpuSpec, limit_w: float | None) -> str:

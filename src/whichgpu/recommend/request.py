@@ -98,6 +98,9 @@ class Request:
     system: System | None = None  # the system for the GPUs it holds (None: each GPU's default)
     prices: dict[str, UserPrice] = field(default_factory=dict)
     today: dt.date = field(default_factory=dt.date.today)
+    model_parallel: bool = True
+    """LLM training: where no data-parallel/ZeRO/FSDP layout fits at a GPU count (2 or more), take
+    the parallel planner's best tensor/pipeline (context, expert) parallel layout there."""
 
     def system_for(self, gpu: GpuSpec) -> System:
         """The requested system when it holds this GPU, else the GPU's default system."""

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whichgpu.memory.estimate import MemoryEstimate
-from whichgpu.recommend.evaluate import Blocker, GpuResult, Run
+from whichgpu.recommend.evaluate import AnyRun, Blocker, GpuResult, Run
 from whichgpu.recommend.picks import Pick
+from whichgpu.recommend.planned import PlannedRun
 from whichgpu.recommend.rank import Config, metric
 from whichgpu.recommend.request import Request
 
@@ -78,16 +79,27 @@ def request_dict(req: Request) -> dict[str, Any]:
             "gpus": list(req.gpu_ids) if req.gpu_ids else None, "today": req.today.isoformat()}
 
 
-def workload_dict(r: Run) -> dict[str, Any]:
+def workload_dict(r: AnyRun) -> dict[str, Any]:
     w = r.workload
     s = w.spec
     return {"label": w.label, "model": s.model, "task": s.task, "serving": w.serving, "batch_size": s.batch_size,
             "seq_len": s.seq_len, "image_size": s.image_size, "finetune": s.finetune,
             "checkpointing": s.checkpointing, "optimizer": s.optimizer, "unit": w.unit, "weight": w.weight,
-            "params": r.pred.trace.params, "trainable_params": r.pred.trace.trainable_params}
+            "params": r.trace.params, "trainable_params": r.trace.trainable_params}
 
 
-def run_dict(r: Run) -> dict[str, Any]:
+def layout_dict(r: AnyRun) -> dict[str, Any]:
+    """How the run is laid out: the degrees, and whether the parallel planner chose them."""
+    p = r.layout.plan
+    return {"label": r.label, "planner": not isinstance(r, Run), "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "vp": p.vp,
+            "cp": p.cp, "ep": p.ep, "dp": p.dp, "sequence_parallel": p.sequence_parallel,
+            "recompute": (p.recompute or "none") if not isinstance(r, Run) else r.workload.spec.checkpointing,
+            "schedule": p.schedule if p.pp > 1 else None}
+
+
+def run_dict(r: AnyRun) -> dict[str, Any]:
+    if not isinstance(r, Run):
+        return planned_dict(r)
     e = r.pred.est
     lay = r.layout
     d: dict[str, Any] = {
@@ -96,12 +108,30 @@ def run_dict(r: Run) -> dict[str, Any]:
         "memory_bytes": lay.need_bytes, "capacity_bytes": lay.capacity_bytes,
         "throughput": r.throughput, "unit": r.workload.unit, "samples_per_s": r.samples_per_s,
         "tokens_per_s": r.tokens_per_s or None, "step_s": e.step_s, "bound": e.bound, "mfu": e.mfu, "split": e.split,
-        **e.confidence(),
+        **e.confidence(), "layout": layout_dict(r),
     }
     if r.pred.prefill is not None:
         d["serving"] = {"time_to_first_token_s": r.pred.prefill.step_s, "prefill_bound": r.pred.prefill.bound,
                         "decode_step_s": e.step_s, "decode_tokens_per_s": e.tokens_per_s}
     return d
+
+
+def planned_dict(r: PlannedRun) -> dict[str, Any]:
+    """A run of the parallel planner, with the keys of a traced run where they mean the same."""
+    x = r.result
+    lay = r.layout
+    return {
+        "workload": r.workload.label, "precision": r.precision, "precision_reason": r.precision_reason,
+        "sharding": lay.sharding, "micro_batch": lay.micro_batch, "grad_accum": lay.grad_accum,
+        "memory_bytes": lay.need_bytes, "capacity_bytes": lay.capacity_bytes,
+        "throughput": r.throughput, "unit": r.workload.unit, "samples_per_s": r.samples_per_s,
+        "tokens_per_s": r.tokens_per_s, "step_s": r.step_s, "bound": r.bound, "mfu": x.mfu,
+        "split": dict(x.split), "validated": False, "outside_validated": [], "layout": layout_dict(r),
+        "planner": {"step": "step_s is one optimizer step of the global batch", "global_batch": r.job.global_batch,
+                    "seq_len": r.job.seq_len, "engine": lay.plan.engine,
+                    "bubble_fraction": x.bubble_fraction, "model_tflops_per_gpu": x.model_tflops_per_gpu,
+                    "memory_gb": {k: v / 1e9 for k, v in x.memory.items()}, "assumptions": dict(x.assumptions)},
+    }
 
 
 def config_dict(c: Config, req: Request, rank: int, mem: MemoryEstimate | None) -> dict[str, Any]:
@@ -115,7 +145,7 @@ def config_dict(c: Config, req: Request, rank: int, mem: MemoryEstimate | None) 
         "break_even_months": (c.break_even_h / req.cost.hours_per_month) if c.break_even_h else None,
         "job_hours": c.job_h, "job_usd": c.job_usd, "job_kwh": c.job_kwh, "within_budget": c.within_budget,
         "reason": "; ".join(c.reasons), "reasons": list(c.reasons), "runs": [run_dict(r) for r in c.runs],
-        "validated": not c.outside, "outside_validated": list(c.outside),
+        "validated": not c.outside and all(r.validated for r in c.runs), "outside_validated": list(c.outside),
         "likely_speed": list(rng) if (rng := c.likely_speed()) is not None else None,
     }
     if mem is not None:

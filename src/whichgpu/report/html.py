@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
+from whichgpu.recommend.evaluate import Run
 from whichgpu.recommend.rank import Config
 from whichgpu.recommend.result import Recommendation
 from whichgpu.units import GB, fmt_usd
@@ -61,9 +62,14 @@ def value_chart(rows: list[Config], unit: str, limit: int = 20) -> str:
 def roofline_chart(rows: list[Config], count: int = 3) -> str:
     """Each op category of the first workload as a point (FLOP/byte, achieved FLOP/s per GPU)
     under each top GPU's compute roof and bandwidth slope (log-log)."""
-    series = []
-    for c in rows[:count]:
-        e = c.runs[0].pred.est
+    series: list[tuple[Config, float, float, list[tuple[str, float, float]]]] = []
+    for c in rows:
+        run = c.runs[0]
+        if not isinstance(run, Run):  # a layout of the parallel planner: no traced ops to draw
+            continue
+        if len(series) == count:
+            break
+        e = run.pred.est
         peak = (c.gpu.peak(e.mfu_peak_dtype) or c.gpu.peak("fp32") or 1.0) * 1e12
         bw = c.gpu.memory_bandwidth_gbps * 1e9
         pts = [(cat, d["flops"] / d["bytes"], d["flops"] / d["seconds"]) for cat, d in sorted(e.by_category.items())
@@ -158,7 +164,7 @@ def _table(rec: Recommendation) -> str:
         rng = c.likely_speed()
         gpu = c.gpu.name + (" * outside the validated ground: " + "; ".join(c.outside) if c.outside else "")
         cells = [(i, str(i)), (None, gpu), (c.gpus, str(c.gpus)),
-                 (None, "/".join(sorted({r.pred.precision for r in c.runs}))), (c.speed, _fmt(c.speed)),
+                 (None, "/".join(sorted({r.precision for r in c.runs}))), (c.speed, _fmt(c.speed)),
                  (rng[0] if rng else None, f"{_fmt(rng[0])}-{_fmt(rng[1])}" if rng else "-"),
                  (c.usd_per_hour, fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-"),
                  (c.value, _fmt(c.value) if c.value is not None else "no price"),

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
 from whichgpu.memory.fit import FitReport
+from whichgpu.parallel.fallback import Layouts, label
 from whichgpu.report.console import Table, compact_table, console, line, print_wide, say, styled
 from whichgpu.report.flags import flags
 from whichgpu.report.workload import (
@@ -132,6 +133,8 @@ def print_fit(r: FitReport, wide: bool = False) -> None:
             print_wide(table)
         else:
             console.print(table)
+    if r.parallel is not None and r.parallel.job is not None:
+        _parallel(r.parallel)
     say(f"as tools report it: torch.cuda.max_memory_allocated ~{_gb(e.allocated_peak_bytes)} GB, "
         f"max_memory_reserved ~{_gb(e.reserved_bytes)} GB, nvidia-smi ~{_gb(e.nvidia_smi_bytes)} GB "
         "(reserved + CUDA context)")
@@ -145,6 +148,39 @@ def print_fit(r: FitReport, wide: bool = False) -> None:
         say(f"assumption {k}: {v}")
     for n in e.notes:
         say(f"note: {n}")
+
+
+def _parallel(p: Layouts) -> None:
+    """The planner's best layouts (tensor/pipeline/context/expert parallel) and how to see more."""
+    job = p.job
+    if job is None:
+        return
+    if not p.best:
+        say(("tensor/pipeline parallel layouts", "bold"), f" (parallel planner): {p.note}", wrap=True)
+        return
+    t = compact_table(f"tensor/pipeline parallel layouts that fit on {job.gpus} x {job.gpu.name}")
+    for col in ("layout", "mb x acc", "sharding", "recompute", "peak GB", "step s", "tokens/s"):
+        t.add_column(col, justify="left" if col in ("layout", "sharding", "recompute") else "right", no_wrap=True)
+    for x in p.best:
+        q = x.plan
+        t.add_row(label(q), f"{q.micro_batch}x{q.grad_accum}", q.sharding, q.recompute or "none",
+                  f"{x.peak_memory_bytes / 1e9:.1f}", f"{x.step_s:.3g}", f"{x.tokens_per_s:,.0f}")
+    console.print(t)
+    say(f"{p.note}; peak GB: the worst rank's, of {job.gpu.memory_gb:g} GB", wrap=True)
+    if p.command:
+        say("more layouts, the time split and export:")
+        say((p.command, "cyan"), wrap=True)
+
+
+def parallel_tail(r: FitReport) -> str:
+    """For the one-line exit message: the layout that fits, when the planner found one."""
+    p = r.parallel
+    if p is None or p.job is None or not p.best:
+        return ""
+    x = p.best[0]
+    q = x.plan
+    return (f"; it fits on {p.job.gpus} x {p.job.gpu.name} as {label(q)} (micro-batch {q.micro_batch} x "
+            f"{q.grad_accum}, {q.sharding}, recompute {q.recompute or 'none'}, {x.peak_memory_bytes / 1e9:.1f} GB peak)")
 
 
 def never_fits_message(r: FitReport) -> str:

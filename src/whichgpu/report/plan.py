@@ -20,14 +20,9 @@ COLORS = {"compute": "#3867d6", "tp": "#eb3b5a", "cp": "#fa8231", "ep": "#8854d0
 
 
 def layout_text(r: Result) -> str:
-    p = r.plan
-    parts = [f"TP{p.tp}" + ("+SP" if p.sequence_parallel else ""), f"PP{p.pp}" + (f"x{p.vp}" if p.vp > 1 else "")]
-    if p.cp > 1:
-        parts.append(f"CP{p.cp}")
-    if p.ep > 1:
-        parts.append(f"EP{p.ep}")
-    parts.append(f"DP{p.dp}")
-    return " ".join(parts)
+    from whichgpu.parallel.fallback import label
+
+    return label(r.plan)
 
 
 def _finite(x: float) -> float | None:

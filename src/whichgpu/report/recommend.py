@@ -29,7 +29,7 @@ def recommend_document(rec: Recommendation, traced: Trace | None = None) -> dict
     the job), a single workload's model facts come from `traced`, a trace of it."""
     d = rec.to_dict()
     runs = rec.rows[0].runs if rec.rows else []
-    traces = [r.pred.trace for r in runs] or ([traced] if traced is not None and len(d["workloads"]) == 1 else [])
+    traces = [r.trace for r in runs] or ([traced] if traced is not None and len(d["workloads"]) == 1 else [])
     for w, t in zip(d["workloads"], traces, strict=False):
         w.setdefault("params", t.params)
         w.update(active_params=active_params(t), attention=t.shape.attention or None,
@@ -44,8 +44,8 @@ def _model_lines(rec: Recommendation, traced: Trace | None = None) -> list[str]:
     if not runs and traced is not None and len(rec.request.workloads) == 1:
         return [params_text(traced)]
     if len(runs) == 1:
-        return [params_text(runs[0].pred.trace)]
-    return [f"{r.workload.label}: {params_text(r.pred.trace)}" for r in runs]
+        return [params_text(runs[0].trace)]
+    return [f"{r.workload.label}: {params_text(r.trace)}" for r in runs]
 
 
 def _price(c: Config, mode: str) -> str:
@@ -142,7 +142,7 @@ def _wide_table(rec: Recommendation, top: int) -> Table:
     for i, c in enumerate(rec.rows[:top], start=1):
         rng = c.likely_speed()
         row: list[str | Text] = [
-            str(i), _gpu_cell(c), str(c.gpus), "/".join(sorted({r.pred.precision for r in c.runs})), fmt_si(c.speed),
+            str(i), _gpu_cell(c), str(c.gpus), "/".join(sorted({r.precision for r in c.runs})), fmt_si(c.speed),
             f"{fmt_si(rng[0])}-{fmt_si(rng[1])}" if rng else "-",
             fmt_usd(c.usd_per_hour) if c.usd_per_hour is not None else "-",
             fmt_si(c.value) if c.value is not None else "no price", _price(c, mode)]
@@ -169,7 +169,7 @@ def print_recommendation(rec: Recommendation, top: int, wide: bool = False, trac
     runs = rec.rows[0].runs if rec.rows else []
     for text in _model_lines(rec, traced):
         say(text)
-    for w in coverage_warnings(t for r in runs for t in (r.pred.prefill_trace, r.pred.trace) if t is not None):
+    for w in coverage_warnings(t for r in runs for t in r.traces):
         say(("warning", "yellow"), f": {w}", wrap=True)
     if wide:
         print_wide(_wide_table(rec, top))
@@ -198,5 +198,5 @@ def print_recommendation(rec: Recommendation, top: int, wide: bool = False, trac
     for k, v in rec.assumptions.items():
         say((f"assumption {k}: {v}", "dim"))
     for run in runs:
-        for k, v in model_assumptions(run.pred.trace).items():
+        for k, v in model_assumptions(run.trace).items():
             say((f"assumption {k}" + (f" ({run.workload.label})" if len(runs) > 1 else "") + f": {v}", "dim"))
