@@ -78,3 +78,17 @@ def test_fp4_needs_blackwell() -> None:
     with pytest.raises(InputError, match="FP4"):
         _model(precision="fp4")
     assert _model("llama-3.1-70b", "b200", "hgx-b200", tp=4, precision="fp4").weight_bytes > 0
+
+
+def test_tensorrt_llm_gives_the_kv_cache_a_fraction_of_the_free_memory() -> None:
+    from whichgpu.serving.kv import default_non_torch_bytes
+
+    kw = {"tp": 4, "precision": "fp8"}
+    v = _model("deepseek-v3", "b200", "hgx-b200", engine="vllm", **kw)
+    t = _model("deepseek-v3", "b200", "hgx-b200", engine="tensorrt-llm", **kw)
+    with pytest.raises(Exception, match="do not fit"):  # 671B in FP8 over 4 GPUs: over 90 % of 180 GB
+        v.capacity(max_seq_len=2048)
+    cap = t.capacity(max_seq_len=2048)
+    total = t.setup.gpu.memory_gb * 1e9
+    free = total - t.weight_bytes - t.activation_peak_bytes(8192, 256) - default_non_torch_bytes(4)
+    assert cap.kv_cache_bytes == pytest.approx(0.9 * free, rel=1e-6)

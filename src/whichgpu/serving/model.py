@@ -23,7 +23,13 @@ from whichgpu.hardware.system import System
 from whichgpu.parallel.models import planner_model
 from whichgpu.perf.device import Device
 from whichgpu.perf.params import load_params
-from whichgpu.serving.kv import KvCapacity, KvLayout, kv_cache_capacity, kv_layout
+from whichgpu.serving.kv import (
+    KvCapacity,
+    KvLayout,
+    default_non_torch_bytes,
+    kv_cache_capacity,
+    kv_layout,
+)
 from whichgpu.serving.step import ACT_BYTES, PRECISIONS, WEIGHT_BYTES, StepModel
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 
@@ -72,12 +78,21 @@ class ServingModel:
 
     def capacity(self, *, gpu_memory_utilization: float = 0.9, max_seq_len: int = 8192,
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> KvCapacity:
+        """KV capacity of one GPU. vLLM and SGLang give the engine a fraction of the GPU's total
+        memory, the KV cache getting what the weights and activations leave; TensorRT-LLM gives
+        the KV cache a fraction of the memory free after loading (KvCacheConfig
+        free_gpu_memory_fraction, default 0.9): `gpu_memory_utilization` is that fraction there."""
         total = int(self.setup.gpu.memory_gb * 1e9)
+        act = int(self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
+        util = gpu_memory_utilization
+        if self.setup.engine == "tensorrt-llm":
+            other = self.weight_bytes + act + default_non_torch_bytes(self.setup.tp)
+            free = total - other
+            if free > 0:  # the same KV bytes as a fraction of the total (else: let it say no)
+                util = min(1.0, (gpu_memory_utilization * free + other) / total)
         return kv_cache_capacity(total_memory_bytes=total, weight_bytes=int(self.weight_bytes),
-                                 activation_peak_bytes=int(self.activation_peak_bytes(max_num_batched_tokens,
-                                                                                      max_num_seqs)),
-                                 layout=self.kv, max_seq_len=max_seq_len,
-                                 gpu_memory_utilization=gpu_memory_utilization, tp=self.setup.tp)
+                                 activation_peak_bytes=act, layout=self.kv, max_seq_len=max_seq_len,
+                                 gpu_memory_utilization=util, tp=self.setup.tp)
 
 
 def weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int) -> float:
