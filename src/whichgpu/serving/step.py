@@ -36,6 +36,7 @@ import numpy as np
 from whichgpu.hardware.engine import Engine
 from whichgpu.hardware.system import System
 from whichgpu.parallel.comm import collective_time
+from whichgpu.parallel.planner import layer_kinds
 from whichgpu.perf.device import Device
 from whichgpu.perf.estimate import op_cost
 from whichgpu.serving.batch import StepBatch
@@ -65,9 +66,14 @@ class StepModel:
     _rates: tuple[float, float] | None = field(default=None, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
+    @property
+    def _launch_s(self) -> float:
+        """GPU-side cost of one kernel: a CUDA-graph replay where the engine captures graphs."""
+        p = self.device.params
+        return (p.graph_kernel_us if self.engine.graphs else p.kernel_latency_us) * 1e-6
+
     def _cost(self, ops: list[Op]) -> float:
-        lat = self.device.params.graph_kernel_us * 1e-6 if self.engine.graphs else \
-            self.device.params.kernel_latency_us * 1e-6
+        lat = self._launch_s
         return sum(op_cost(o, self.device, "max", lat, engine=self.engine, system=self.system)[0] * o.count
                    for o in ops)
 
@@ -129,14 +135,6 @@ class StepModel:
                       2 * T * heads * a.qk_dim * ACT_BYTES))
         return ops
 
-    def _kinds(self) -> list[tuple[int, int]]:
-        """(a layer of each kind, how many layers of that kind): dense and MoE layers."""
-        a = self.args
-        moe = sum(1 for i in range(a.layers) if a.is_moe(i))
-        first_moe = next((i for i in range(a.layers) if a.is_moe(i)), 0)
-        first_dense = next((i for i in range(a.layers) if not a.is_moe(i)), 0)
-        return [(k, n) for k, n in ((first_dense, a.layers - moe), (first_moe, moe)) if n]
-
     def fixed_s(self, tokens: int, sampled: int) -> float:
         """Everything of a step but attention: GEMMs, elementwise, all-reduces, LM head."""
         key = (tokens, sampled)
@@ -144,7 +142,7 @@ class StepModel:
         if got is not None:
             return got
         a, t = self.args, self.tp
-        total = sum(n * self._cost(self._layer_ops(layer, tokens)) for layer, n in self._kinds())
+        total = sum(n * self._cost(self._layer_ops(layer, tokens)) for layer, n in layer_kinds(a, 0, a.layers))
         if t > 1:
             total += 2 * a.layers * collective_time("all_reduce", max(1, tokens) * a.hidden * ACT_BYTES, t,
                                                     self.system, self.device.params)
@@ -176,7 +174,7 @@ class StepModel:
         rate = dev.rate("bf16")
         mem = kv_per_pos / bw
         comp = flops_per_pos / (rate.flops * rate.ceiling)
-        lat = dev.params.graph_kernel_us * 1e-6 if self.engine.graphs else dev.params.kernel_latency_us * 1e-6
+        lat = self._launch_s
         self._rates = (attn_layers * max(mem, comp), attn_layers * lat)
         return self._rates
 
