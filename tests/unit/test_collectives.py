@@ -45,7 +45,7 @@ def test_allreduce_inside_a_node_takes_nvls_where_it_exists(systems) -> None:  #
     h = systems.get("dgx-h100")
     base = 2 * 7 / 8 * 64e6 / node_link(h, 8, p).bytes_per_s
     assert collective_time("all_reduce", 64e6, 8, h, p) == pytest.approx(
-        p.tp_collective_us * 1e-6 + base / NVLS_SPEEDUP["nvlink4"])
+        3 * p.tp_collective_us * 1e-6 + base / NVLS_SPEEDUP["nvlink4"])  # log2(8) latency rounds
     assert collective_time("all_gather", 64e6, 8, h, p) > collective_time("all_reduce", 32e6, 8, h, p)
 
 

@@ -84,10 +84,13 @@ def test_small_all_reduce_is_latency_bound_and_large_is_bandwidth_bound() -> Non
     p = load_params()
     a100 = default_system(CAT.get("a100-sxm4-80gb"))  # DGX A100: NVLink 3 through NVSwitch
     small = collective_time("all_reduce", 16_384, 8, a100, p)
-    assert small == pytest.approx(p.tp_collective_us * 1e-6, rel=0.01)
+    assert small == pytest.approx(3 * p.tp_collective_us * 1e-6, rel=0.01)  # log2(8) rounds of latency
+    # the latency grows with the group: one round for 2 GPUs, two for 4
+    assert collective_time("all_reduce", 16, 2, a100, p) == pytest.approx(p.tp_collective_us * 1e-6, rel=0.01)
+    assert collective_time("all_reduce", 16, 4, a100, p) == pytest.approx(2 * p.tp_collective_us * 1e-6, rel=0.01)
     # 1 GB over 8 GPUs: ring moves 2 x 7/8 of it over NVLink at 300 GB/s x NCCL efficiency
     big = collective_time("all_reduce", 1e9, 8, a100, p)
-    assert big == pytest.approx(p.tp_collective_us * 1e-6 + 1.75e9 / (300e9 * p.nccl_efficiency), rel=1e-6)
+    assert big == pytest.approx(3 * p.tp_collective_us * 1e-6 + 1.75e9 / (300e9 * p.nccl_efficiency), rel=1e-6)
     assert collective_time("all_reduce", 1e9, 1, a100, p) == 0.0
 
 

@@ -1,8 +1,9 @@
 """Accuracy of the serving simulation on the published serving latencies (a copy of
 shared/validation/serving_dev.csv in tests/serving_data). `whichgpu validate-serve --data
-tests/serving_data` prints the same figures. The issue's targets (TPOT median 12 %, TTFT 25 %, each
-(GPU, engine) group's signed median within +-15 %) are not met yet: these bounds are regression
-guards at today's figures, named so, except where a group meets the target."""
+tests/serving_data` prints the same figures. The issue's targets are TPOT median 12 %, TTFT 25 %,
+each (GPU, engine) group's signed median within +-15 %. The groups' TPOT meets its target and is
+asserted at it; the medians do not yet (TPOT 14.2 %, TTFT 45.0 % today): those bounds are regression
+guards at today's figures, named so."""
 
 from __future__ import annotations
 
@@ -34,11 +35,16 @@ def test_every_row_is_scored_or_listed_with_a_reason(rows: list[sv.ServeScore]) 
 
 def test_overall_regression_guards(rows: list[sv.ServeScore]) -> None:
     s = sv.summary(rows)["all"]
-    assert s["tpot_median"] <= 0.24  # regression guard (target 0.12): 21.6 % today
-    assert s["ttft_median"] <= 0.50  # regression guard (target 0.25): 46.4 % today
-    for g, b in sv.summary(rows)["groups"].items():
-        if b["rows"]:
-            assert abs(b["tpot_signed"]) <= 0.40, g  # regression guard (target 0.15)
+    assert s["tpot_median"] <= 0.155  # regression guard (target 0.12): 14.2 % today
+    assert s["ttft_median"] <= 0.48  # regression guard (target 0.25): 45.0 % today
+    assert abs(s["tpot_signed"]) <= 0.05  # -1.5 % today
+
+
+def test_every_group_meets_the_tpot_bias_target(rows: list[sv.ServeScore]) -> None:
+    groups = {g: b for g, b in sv.summary(rows)["groups"].items() if b["rows"]}
+    assert len(groups) >= 8
+    for g, b in groups.items():
+        assert abs(b["tpot_signed"]) <= 0.15, g  # the target; the widest today: H200 trtllm +13.3 %
 
 
 def test_dense_llama_on_tensorrt_llm_meets_the_tpot_target(rows: list[sv.ServeScore]) -> None:

@@ -92,3 +92,43 @@ def test_tensorrt_llm_gives_the_kv_cache_a_fraction_of_the_free_memory() -> None
     total = t.setup.gpu.memory_gb * 1e9
     free = total - t.weight_bytes - t.activation_peak_bytes(8192, 256) - default_non_torch_bytes(4)
     assert cap.kv_cache_bytes == pytest.approx(0.9 * free, rel=1e-6)
+
+
+def test_engine_host_time_per_request_and_moe_kernel_efficiency() -> None:
+    from dataclasses import replace
+
+    vllm = _model("qwen3-235b-a22b", "h200", "dgx-h200", tp=4, precision="fp8")
+    trt = _model("qwen3-235b-a22b", "h200", "dgx-h200", tp=4, precision="fp8", engine="tensorrt-llm")
+    eng = vllm.step_time.engine
+    assert eng.step_host_us_per_seq > 0 and 0 < eng.moe_efficiency < 1  # vLLM's profile (SGLang's too)
+    assert trt.step_time.engine.step_host_us_per_seq == 0 and trt.step_time.engine.moe_efficiency == 1
+    ctx = np.full(64, 1500)
+    # the same step without the two terms: the host time is 64 x the per-request cost on top ...
+    def fresh(step, **kw):  # type: ignore[no-untyped-def]  # the same step model under another engine, uncached
+        return replace(step, engine=replace(step.engine, **kw), _fixed={}, _rates=None)
+
+    plain = fresh(vllm.step_time, step_host_us_per_seq=0.0, moe_efficiency=1.0)
+    no_host = fresh(vllm.step_time, step_host_us_per_seq=0.0)
+    b = StepBatch.decode_only(ctx)
+    assert vllm.step_time(b) - no_host(b) == pytest.approx(64 * eng.step_host_us_per_seq * 1e-6, rel=1e-9)
+    assert vllm.step_time.decode_run(ctx, 3)[0] == pytest.approx(vllm.step_time(b), rel=1e-12)
+    # ... and the expert GEMMs take 1 / moe_efficiency as long: the step grows by less than that
+    slower = no_host(b) / plain(b)
+    assert 1.05 < slower < 1 / eng.moe_efficiency
+    # a dense model's step does not change with the MoE efficiency
+    dense = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8")
+    a = fresh(dense.step_time, step_host_us_per_seq=0.0)
+    c = fresh(dense.step_time, step_host_us_per_seq=0.0, moe_efficiency=1.0)
+    assert a(b) == pytest.approx(c(b), rel=1e-12)
+
+
+def test_tensor_parallel_all_reduce_latency_grows_with_the_group() -> None:
+    # 8 decode tokens: the all-reduces are latency-bound; going from TP2 to TP8 saves weight reads
+    # but each of the 2 x 80 all-reduces costs log2(8) / log2(2) = 3x the latency
+    from whichgpu.parallel.comm import collective_time
+    from whichgpu.perf.params import load_params
+
+    p, h = load_params(), load_systems().get("dgx-h200")
+    small = 8 * 8192 * 2
+    t2, t8 = (collective_time("all_reduce", small, n, h, p) for n in (2, 8))
+    assert t8 - t2 == pytest.approx(2 * p.tp_collective_us * 1e-6, rel=0.05)

@@ -50,7 +50,8 @@ ATTENTIONS = ("as-traced", "eager", "fused")
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required. Plausible ranges (packaged: 0-27 us per op, 0-15 ms per
+# Every field of both sections is required but the serving engines' two (step_host_us_per_seq,
+# moe_efficiency; defaults 0 and 1). Plausible ranges (packaged: 0-27 us per op, 0-15 ms per
 # step, 0.75-1.0 x bandwidth) are wide, and catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {
     "launch": {
@@ -59,6 +60,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "host_view_us": number("nonneg", required=True, hi=100_000, unit="us"),
         "step_host_ms_train": number("nonneg", required=True, hi=100_000, unit="ms"),
         "step_host_ms_infer": number("nonneg", required=True, hi=100_000, unit="ms"),
+        "step_host_us_per_seq": number("nonneg", hi=100_000, unit="us"),
     },
     "kernels": {
         "fusion": one_of(FUSIONS, required=True),
@@ -67,6 +69,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "fp16_accumulate": flag(required=True),
         "quantized_bandwidth": number(required=True, lo=0.01, hi=100, unit="x the 16-bit GEMMs' bandwidth"),
         "grouped_kv": flag(required=True),
+        "moe_efficiency": number(lo=0.01, hi=1.0, unit="x the GEMM roofline"),
     },
 }
 
@@ -89,6 +92,8 @@ class Engine:
     fp16_accumulate: bool
     quantized_bandwidth: float
     grouped_kv: bool = True  # decode attention reads each K/V head once for its query group (GQA)
+    step_host_us_per_seq: float = 0.0  # serving: host time per running sequence per engine step
+    moe_efficiency: float = 1.0  # serving: the grouped-expert GEMMs' fraction of the GEMM roofline
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
@@ -122,7 +127,8 @@ class Engine:
                 "step_host_ms_train": self.step_host_ms_train, "step_host_ms_infer": self.step_host_ms_infer,
                 "fusion": self.fusion, "conv_layout": self.conv_layout, "attention": self.attention,
                 "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
-                "grouped_kv": self.grouped_kv,
+                "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,
+                "moe_efficiency": self.moe_efficiency,
                 "sources": dict(self.sources)}
 
 
@@ -162,6 +168,8 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
                 raise unknown_field(path, f"{section}.{key}", fields)
         for key, f in fields.items():
             if key not in sec:
+                if not f.required:
+                    continue
                 raise CatalogError(path, f"{section}.{key}", "missing")
             _check(path, f"{section}.{key}", sec[key], f)
             vals[key] = float(sec[key]) if f.check in ("pos", "nonneg") else sec[key]

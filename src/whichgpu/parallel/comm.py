@@ -145,16 +145,23 @@ def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, sy
 
 def collective_time(kind: str, nbytes: float, group: int, system: System, params: PerfParams) -> float:
     """Seconds of one tensor-parallel collective of a `nbytes` message over `group` GPUs of one
-    node: a fixed latency (launch and synchronisation of a small-message collective, fitted) plus
-    the ring's traffic over the bus: all-reduce 2 (n-1)/n of the message, all-gather (n-1)/n of the
-    gathered result (NCCL's bus-bandwidth definitions, nccl-tests PERFORMANCE.md)."""
+    node: a latency plus the ring's traffic over the bus: all-reduce 2 (n-1)/n of the message,
+    all-gather (n-1)/n of the gathered result (NCCL's bus-bandwidth definitions, nccl-tests
+    PERFORMANCE.md). The latency (launch, the group's synchronisation, the protocol's hops) grows
+    with the group as log2(n) rounds of a tree or recursive-doubling exchange, each
+    `tp_collective_us` (fitted): one round for 2 GPUs, three for 8."""
     if group <= 1 or nbytes <= 0:
         return 0.0
     bw = node_link(system, group, params).bytes_per_s
     if kind == "all_reduce":  # NCCL runs NVLS where the switch fabric has it
         bw *= nvls_speedup(system, group)
     moved = 2.0 * (group - 1) / group * nbytes if kind == "all_reduce" else (group - 1) * nbytes
-    return params.tp_collective_us * 1e-6 + moved / bw
+    return collective_latency_s(group, params) + moved / bw
+
+
+def collective_latency_s(group: int, params: PerfParams) -> float:
+    """The fixed part of one tensor-parallel collective over `group` GPUs of a node."""
+    return params.tp_collective_us * 1e-6 * math.log2(max(2, group))
 
 
 def dp_link(system: System, plan: Plan, params: PerfParams) -> Link:

@@ -23,7 +23,7 @@ from whichgpu.hardware.engine import Engine, get_engine
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System, default_system
 from whichgpu.memo import IdentityMemo
-from whichgpu.parallel.comm import allreduce, collective_time, node_link
+from whichgpu.parallel.comm import allreduce, collective_latency_s, collective_time, node_link
 from whichgpu.parallel.plan import Plan
 from whichgpu.parallel.sharding import describe as describe_sharding
 from whichgpu.parallel.sharding import sharded_comm
@@ -461,7 +461,7 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         link = node_link(system, tp, params, plan.p2p)
         assumptions["tensor_parallel"] = (f"{tp} GPUs (one rank traced; Megatron split), all-reduce per attention and "
                                           f"MLP output over {link.text} ({link.bytes_per_s / 1e9:.0f} GB/s bus, "
-                                          f"{params.tp_collective_us:g} us per collective)")
+                                          f"{collective_latency_s(tp, params) * 1e6:.3g} us latency per collective)")
     bands = load_bands()
     family = workload_family(trace.shape)
     band = bands.lookup(eng.id, step_kind(trace.task, trace.phase), family, spec.architecture) if bands.bands else None

@@ -145,7 +145,11 @@ def build(setup: Setup) -> ServingModel:
         "parallelism": f"tensor parallel {tp}" + (f", expert parallel {ep}" if ep > 1 else "")
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU",
-        "engine": f"{setup.engine}: CUDA-graph launches, {cpu * 1e3:g} ms host time per step"
+        "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
+                  + f", {cpu * 1e3:g} ms host time per step"
+                  + (f" and {eng.step_host_us_per_seq:g} us per running request" if eng.step_host_us_per_seq else "")
+                  + (f", MoE expert GEMMs at {eng.moe_efficiency:g} of the GEMM roofline"
+                     if a.experts and eng.moe_efficiency < 1 else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),
         "moe": "uniform routing: the experts a step reads are those its tokens reach" if a.experts else "dense",
     })

@@ -18,6 +18,11 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
   grouped query heads share the read; MLA reads one latent per token), or its FLOPs where more.
 * Fused elementwise kernels (add + norm, rotary, the MLP activation) as memory passes; two
   all-reduces of the T x hidden activations per layer under tensor parallelism.
+* The engine's MoE kernels: the grouped expert GEMMs reach `moe_efficiency` of the GEMM roofline
+  (engine profile; vLLM's and SGLang's fused-MoE Triton kernels stream expert weights slower than
+  TensorRT-LLM's CUTLASS grouped GEMMs).
+* Host time per running sequence (`step_host_us_per_seq`, engine profile): the Python scheduler's,
+  sampler's and output processor's work for each request of the step, on the step's critical path.
 * The LM head on the sampled tokens only (one per decoding request and per prompt whose last
   chunk runs), with the final norm; each kernel pays the CUDA-graph replay cost (vLLM and SGLang
   capture decode batches; TensorRT-LLM runs its engine's graph).
@@ -48,6 +53,7 @@ WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 
 GEMM_PATH = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "fp4": "fp4", "int4": "bf16"}
 PRECISIONS = tuple(WEIGHT_BYTES)
 ACT_BYTES = 2.0  # 16-bit activations
+EXPERT_GEMMS = ("experts.up", "experts.down")  # timed at the engine's moe_efficiency of the roofline
 
 
 @dataclass
@@ -74,8 +80,13 @@ class StepModel:
 
     def _cost(self, ops: list[Op]) -> float:
         lat = self._launch_s
+        moe = self.engine.moe_efficiency
         return sum(op_cost(o, self.device, "max", lat, engine=self.engine, system=self.system)[0] * o.count
-                   for o in ops)
+                   / (moe if o.name.startswith(EXPERT_GEMMS) else 1.0) for o in ops)
+
+    @property
+    def _host_per_seq_s(self) -> float:
+        return self.engine.step_host_us_per_seq * 1e-6
 
     def _gemm(self, name: str, m: int, n: int, k: int, experts: float = 1.0, rows_per: int | None = None) -> Op:
         """A forward GEMM (m x k) @ (k x n) over `experts` weight matrices (grouped experts)."""
@@ -200,12 +211,13 @@ class StepModel:
         sampled = batch.num_decode + int(batch.prefill_tokens.size)
         per_pos, lat = self._decode_rates()
         dec = per_pos * batch.decode_context_sum + (lat if batch.num_decode else 0.0)
-        return self.fixed_s(batch.num_tokens, sampled) + dec + self._prefill_attention_s(batch)
+        return (self.fixed_s(batch.num_tokens, sampled) + dec + self._prefill_attention_s(batch)
+                + self._host_per_seq_s * sampled)
 
     def decode_run(self, decode_context: np.ndarray, steps: int) -> np.ndarray:
         n = int(decode_context.size)
         per_pos, lat = self._decode_rates()
-        base = self.fixed_s(n, n) + (lat if n else 0.0)
+        base = self.fixed_s(n, n) + (lat if n else 0.0) + self._host_per_seq_s * n
         s0 = float(decode_context.sum())
         j = np.arange(steps, dtype=np.float64)
         return base + per_pos * (s0 + n * j)
