@@ -22,7 +22,8 @@ REQUIRED: dict[str, list[str]] = {"estimate": ["gpt2"], "fit": ["gpt2"], "analyz
                                   "validate": ["--data", "x.csv"], "recommend": [], "gpus": [], "systems": [],
                                   "engines": [], "models": [], "plan": ["llama-3-8b"],
                                   "validate-plan": ["--data", "x"], "serve": ["llama-3.1-8b"],
-                                  "validate-serve": ["--data", "x"]}
+                                  "validate-serve": ["--data", "x"],
+                                  "ui": ["--no-browser"]}  # (a bad --port fails before any server starts)
 BAD = ["nan", "inf", "-inf", "1e400", "99999999999999999999999", "abc", "", "-1"]
 
 

@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         recommend,
         serve,
         systems,
+        ui,
         validate,
         validate_plan,
         validate_serve,
@@ -35,3 +36,4 @@ def register(app: typer.Typer) -> None:
     validate_plan.register(app)
     serve.register(app)
     validate_serve.register(app)
+    ui.register(app)

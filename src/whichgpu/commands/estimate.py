@@ -81,6 +81,34 @@ def estimate_cmd(
     catalog: str = CatalogOpt,
 ) -> None:
     """Predict step time and throughput on one or more GPUs, with the time split and top ops."""
+    results = estimate_run(
+        model, gpu=gpu, gpus=gpus, sharding=sharding, tp=tp, system=system, task=task, batch_size=batch_size,
+        seq_len=seq_len, image_size=image_size, precision=precision, optimizer=optimizer,
+        optimizer_impl=optimizer_impl, phase=phase, context=context, sparsity=sparsity, attention=attention,
+        moe_capacity=moe_capacity, moe_skew=moe_skew, channels_last=channels_last, checkpointing=checkpointing,
+        finetune=finetune, lora_rank=lora_rank, engine=engine, compile_=compile_, overlap=overlap,
+        no_ddp_overlap=no_ddp_overlap, grad_accum=grad_accum, power_limit_w=power_limit_w, top=top,
+        no_cache=no_cache, catalog=catalog)
+    from whichgpu.report.estimate import estimate_document, print_estimates
+
+    if json_out:
+        emit_json("whichgpu.estimate/1", estimate_document(results, explain))
+        return
+    print_estimates(results, explain, top, wide=wide)
+
+
+def estimate_run(
+    model: str, *, gpu: str | None = None, gpus: int = 1, sharding: str = "ddp", tp: int = 1, system: str | None = None,
+    task: str = "train", batch_size: int | None = None, seq_len: int | None = None, image_size: int | None = None,
+    precision: str = "auto", optimizer: str | None = None, optimizer_impl: str = "foreach", phase: str = "full",
+    context: int | None = None, sparsity: str = "none", attention: str | None = None,
+    moe_capacity: float | None = None, moe_skew: float | None = None, channels_last: bool = False,
+    checkpointing: str = "none", finetune: str = "full", lora_rank: int = 16, engine: str | None = None,
+    compile_: bool = False, overlap: str = "max", no_ddp_overlap: bool = False, grad_accum: int = 1,
+    power_limit_w: float | None = None, top: int = 8, no_cache: bool = False, catalog: str | None = None,
+) -> list[Any]:
+    """The per-GPU predictions `whichgpu estimate` shows (and the web app's comparison serves), one per
+    GPU named by `gpu`; flags as the command's, by their parameter names."""
     from whichgpu.parallel.plan import make_plan
     from whichgpu.perf.auto import probe_precision, resolve_precision
     from whichgpu.predict import predict
@@ -122,12 +150,7 @@ def estimate_cmd(
         results.append(predict(resolved, g, replace(plan, precision=prec or precision), system_for(g, sys_, catalog),
                                trace_for, serving=serving, precision_reason=why, top=top))
     moe_flags_note(moe_capacity, moe_skew, model, traces.values())
-    from whichgpu.report.estimate import estimate_document, print_estimates
-
-    if json_out:
-        emit_json("whichgpu.estimate/1", estimate_document(results, explain))
-        return
-    print_estimates(results, explain, top, wide=wide)
+    return results
 
 
 def register(app: typer.Typer) -> None:

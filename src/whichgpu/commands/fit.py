@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -69,6 +71,41 @@ def fit_cmd(
 ) -> None:
     """Peak memory per GPU with a line-by-line breakdown, fits or not, the largest batch that fits
     and, when it does not fit, the changes that would make it fit."""
+    progress = None
+    if not json_out:
+        from whichgpu.report.console import err_console
+
+        progress = err_console.status
+    report = fit_run(
+        model, gpu=gpu, gpus=gpus, task=task, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+        precision=precision, optimizer=optimizer, optimizer_impl=optimizer_impl, checkpointing=checkpointing,
+        sharding=sharding, system=system, offload_optimizer=offload_optimizer, finetune=finetune,
+        lora_rank=lora_rank, phase=phase, context=context, attention=attention, moe_capacity=moe_capacity,
+        moe_skew=moe_skew, grad_accum=grad_accum, no_master_weights=no_master_weights, no_search=no_search,
+        no_cache=no_cache, catalog=catalog, progress=progress)
+    from whichgpu.report.memory import fit_document, print_fit
+
+    if json_out:
+        emit_json("whichgpu.memory/1", fit_document(report, lora_rank if finetune != "full" else None))
+    else:
+        print_fit(report, wide=wide)
+    no = fit_no_answer(report)
+    if no is not None:
+        raise NoAnswerError(no)
+
+
+def fit_run(
+    model: str, *, gpu: str | None = None, gpus: int = 1, task: str = "train", batch_size: int | None = None,
+    seq_len: int | None = None, image_size: int | None = None, precision: str = "auto", optimizer: str | None = None,
+    optimizer_impl: str = "foreach", checkpointing: str = "none", sharding: str = "ddp", system: str | None = None,
+    offload_optimizer: bool = False, finetune: str = "full", lora_rank: int = 16, phase: str = "full",
+    context: int | None = None, attention: str | None = None, moe_capacity: float | None = None,
+    moe_skew: float | None = None, grad_accum: int = 1, no_master_weights: bool = False, no_search: bool = False,
+    no_cache: bool = False, catalog: str | None = None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> Any:
+    """The memory report `whichgpu fit` shows (and the web app serves); flags as the command's, by
+    their parameter names; `progress` wraps the estimate and the batch search (the CLI's spinner)."""
     from whichgpu.memory.fit import fit
     from whichgpu.parallel.plan import make_plan
     from whichgpu.perf.auto import resolve_precision
@@ -103,26 +140,24 @@ def fit_cmd(
         extra = (("--system", system) if system else ()) + (("--catalog", catalog) if catalog else ())
         return replace(r, parallel=for_fit(trace, model, g, sys_, gpus, grad_accum, attention, extra))
 
-    if json_out:
-        report = answer()
-    else:
-        from whichgpu.report.console import err_console
+    if progress is None:
+        return answer()
+    with progress("estimating (new batch sizes and variants are traced once, then cached)"):
+        return answer()
 
-        with err_console.status("estimating (new batch sizes and variants are traced once, then cached)"):
-            report = answer()
-    from whichgpu.report.memory import fit_document, never_fits_message, parallel_tail, print_fit
 
-    if json_out:
-        emit_json("whichgpu.memory/1", fit_document(report, lora_rank if finetune != "full" else None))
-    else:
-        print_fit(report, wide=wide)
+def fit_no_answer(report: Any) -> str | None:
+    """Why the answer is "no" (exit 1): it never fits, or not as given; else None."""
+    from whichgpu.report.memory import never_fits_message, parallel_tail
+
     if report.never_fits:
-        raise NoAnswerError(never_fits_message(report) + parallel_tail(report))
+        return never_fits_message(report) + parallel_tail(report)
     if not report.estimate.fits:  # the answer to "does it fit as given" is no (exit 1), with or without a search
         e = report.estimate
-        raise NoAnswerError(f"{e.trace.model} does not fit on {e.gpu_name} at batch {e.trace.batch_size} "
-                            f"({e.total_bytes / 1e9:.1f} GB needed, {e.capacity_bytes / 1e9:.1f} GB usable)"
-                            + parallel_tail(report))
+        return (f"{e.trace.model} does not fit on {e.gpu_name} at batch {e.trace.batch_size} "
+                f"({e.total_bytes / 1e9:.1f} GB needed, {e.capacity_bytes / 1e9:.1f} GB usable)"
+                + parallel_tail(report))
+    return None
 
 
 def register(app: typer.Typer) -> None:

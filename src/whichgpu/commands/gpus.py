@@ -72,6 +72,11 @@ def sort_specs(specs: list[GpuSpec], sort: str | None, ascending: bool) -> list[
     return known + unknown
 
 
+def gpus_body(specs: list[GpuSpec], cat: Any) -> dict[str, object]:
+    """The JSON body of whichgpu.gpus/1: the entries listed, with every field and its source."""
+    return {"count": len(specs), "user_catalog_dirs": list(cat.user_dirs), "gpus": [s.to_dict() for s in specs]}
+
+
 @app.callback()
 def gpus(
     ctx: typer.Context,
@@ -104,8 +109,7 @@ def gpus(
         return
     specs = sort_specs(filter_specs(list(cat), vendor, arch, min_memory_gb, dtype), sort, ascending)
     if json_out:
-        emit_json("whichgpu.gpus/1", {"count": len(specs), "user_catalog_dirs": list(cat.user_dirs),
-                                      "gpus": [s.to_dict() for s in specs]})
+        emit_json("whichgpu.gpus/1", gpus_body(specs, cat))
         return
     from whichgpu.report.gpus import print_table
 

@@ -4,6 +4,7 @@ expert and data parallelism), simulate the pipeline schedule, rank the layouts, 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,69 @@ def plan_cmd(
     """The top layouts that fit, each with step time, tokens/s, model TFLOP/s per GPU, MFU, the time
     split (compute, exposed communication by kind, bubble, optimizer) and the worst rank's peak
     memory; the closest layouts that do not fit, with the reason."""
+    run = plan_run(
+        model, gpu=gpu, gpus=gpus, system=system, global_batch=global_batch, seq_len=seq_len, precision=precision,
+        tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, sharding=sharding, recompute=recompute,
+        schedule=schedule, sequence_parallel=sequence_parallel, tp_comm_overlap=tp_comm_overlap,
+        attention=attention, grad_dtype=grad_dtype, fp8_params=fp8_params, engine=engine, top=top,
+        objective=objective, export=export, out=out, catalog=catalog)
+    job, res, ctx, price, g, sys_ = run.job, run.res, run.ctx, run.price, run.gpu, run.system
+    if json_out:
+        emit_json("whichgpu.plan/1", plan_body(run))
+    else:
+        from whichgpu.report.plan import print_plan
+
+        print_plan(job, res)
+        if price is not None and res.best:
+            from whichgpu.report.console import say
+
+            say(f"cost of #1: ${gpus * res.best[0].step_s / 3600.0 * price:,.2f} per step at ${price:g} per GPU-hour "
+                f"(catalog rental price of {g.name})")
+    if html is not None:
+        _write_html(job, res, ctx, html)
+    if export is not None and out is not None and res.best:
+        from whichgpu.parallel.export import ExportJob
+        from whichgpu.parallel.export import export as do_export
+
+        best = res.best[0].plan
+        per_node = min(sys_.gpus_per_node, gpus)
+        text = do_export(export, ExportJob(job.model_id, job.args, best.with_(precision=precision), job.global_batch,
+                                           job.seq_len, per_node, max(1, gpus // per_node), grad_dtype=grad_dtype,
+                                           fp8_params=fp8_params))
+        try:
+            out.write_text(text)
+        except OSError as e:
+            raise InputError(f"cannot write {out}: {e.strerror}", field="out") from e
+    no = plan_no_answer(run)
+    if no is not None:
+        raise NoAnswerError(no)
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """A planner search as `whichgpu plan` runs it: the job, the ranked layouts, the planner's
+    context (for the Gantt chart), the GPU's catalog rental price, the GPU and the system."""
+
+    job: Any
+    res: Any
+    ctx: Any
+    objective: str
+    price: float | None
+    gpu: Any
+    system: Any
+
+
+def plan_run(
+    model: str, *, gpu: str | None = None, gpus: int = 8, system: str | None = None, global_batch: int | None = None,
+    seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
+    vp: int | None = None, cp: int | None = None, ep: int | None = None, micro_batch: int | None = None,
+    sharding: str | None = None, recompute: str | None = None, schedule: str | None = None,
+    sequence_parallel: bool | None = None, tp_comm_overlap: bool | None = None, attention: str = "flash",
+    grad_dtype: str = "fp32", fp8_params: bool = False, engine: str = "megatron", top: int = 5,
+    objective: str = "time", export: str | None = None, out: Path | None = None, catalog: str | None = None,
+) -> PlanRun:
+    """The layout search `whichgpu plan` shows (and the web app serves); flags as the command's, by
+    their parameter names (`export` and `out` are only checked here)."""
     from whichgpu.parallel.models import planner_model
     from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
     from whichgpu.parallel.planner import ATTENTIONS, GRAD_DTYPES, Context, Job
@@ -125,42 +189,28 @@ def plan_cmd(
     base.validate()
     ctx = Context.make(job)
     res = search(job, fixed, base, top=top, objective=objective, ctx=ctx)
-    price = _rent(g)
-    if json_out:
-        from whichgpu.report.plan import plan_document
+    return PlanRun(job, res, ctx, objective, _rent(g), g, sys_)
 
-        doc = plan_document(job, res, objective)
-        for item in doc["plans"] + doc["not_fitting"]:
-            if price is not None and item["step_s"]:
-                item["usd_per_step"] = gpus * item["step_s"] / 3600.0 * price
-        doc["usd_per_gpu_hour"] = price
-        emit_json("whichgpu.plan/1", doc)
-    else:
-        from whichgpu.report.plan import print_plan
 
-        print_plan(job, res)
-        if price is not None and res.best:
-            from whichgpu.report.console import say
+def plan_body(run: PlanRun) -> dict[str, Any]:
+    """The JSON body of whichgpu.plan/1: the planner's document with the price per step."""
+    from whichgpu.report.plan import plan_document
 
-            say(f"cost of #1: ${gpus * res.best[0].step_s / 3600.0 * price:,.2f} per step at ${price:g} per GPU-hour "
-                f"(catalog rental price of {g.name})")
-    if html is not None:
-        _write_html(job, res, ctx, html)
-    if export is not None and out is not None and res.best:
-        from whichgpu.parallel.export import ExportJob
-        from whichgpu.parallel.export import export as do_export
+    doc = plan_document(run.job, run.res, run.objective)
+    for item in doc["plans"] + doc["not_fitting"]:
+        if run.price is not None and item["step_s"]:
+            item["usd_per_step"] = run.job.gpus * item["step_s"] / 3600.0 * run.price
+    doc["usd_per_gpu_hour"] = run.price
+    return doc
 
-        best = res.best[0].plan
-        per_node = min(sys_.gpus_per_node, gpus)
-        text = do_export(export, ExportJob(model_id, args, best.with_(precision=precision), gb, seq, per_node,
-                                           max(1, gpus // per_node), grad_dtype=grad_dtype, fp8_params=fp8_params))
-        try:
-            out.write_text(text)
-        except OSError as e:
-            raise InputError(f"cannot write {out}: {e.strerror}", field="out") from e
-    if not res.best:
-        why = res.not_fitting[0].reason if res.not_fitting else _no_layout_reason(res)
-        raise NoAnswerError(f"no layout of {model_id} fits on {gpus} x {g.name}: {why}")
+
+def plan_no_answer(run: PlanRun) -> str | None:
+    """Why the answer is "no" (exit 1): no layout fits, with the closest one's reason; else None."""
+    res = run.res
+    if res.best:
+        return None
+    why = res.not_fitting[0].reason if res.not_fitting else _no_layout_reason(res)
+    return f"no layout of {run.job.model_id} fits on {run.job.gpus} x {run.gpu.name}: {why}"
 
 
 def _rent(g: Any) -> float | None:
@@ -212,9 +262,9 @@ def check_fixed(job: Any, fixed: Any) -> None:
         raise InputError("global batch must be >= 1", field="global_batch")
 
 
-def _write_html(job: Any, res: Any, ctx: Any, path: Path) -> None:
+def plan_gantt(res: Any, ctx: Any) -> str:
+    """The Gantt chart (SVG) of the best layout's pipeline schedule; "" without pipeline stages."""
     from whichgpu.parallel.planner import evaluate
-    from whichgpu.report.plan import render_html
 
     gantt = ""
     if res.best and res.best[0].plan.pp > 1:
@@ -225,6 +275,13 @@ def _write_html(job: Any, res: Any, ctx: Any, path: Path) -> None:
         if tl is not None:
             gantt = gantt_svg(tl, title=f"{res.best[0].plan.schedule}: {res.best[0].plan.pp} stages, "
                                         f"{res.best[0].plan.grad_accum} micro-batches")
+    return gantt
+
+
+def _write_html(job: Any, res: Any, ctx: Any, path: Path) -> None:
+    from whichgpu.report.plan import render_html
+
+    gantt = plan_gantt(res, ctx)
     try:
         path.write_text(render_html(job, res, gantt))
     except OSError as e:

@@ -3,6 +3,8 @@ and a budget. With no arguments it runs the default use case (docs/presets.md)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -79,7 +81,64 @@ def recommend_cmd(
     """Rank every GPU x count for the workload by value, time, energy or cost per job, with the reason
     for each row, the picks (best overall, best value, within budget, no budget) and the cards that
     cannot run it."""
-    from whichgpu.recommend import SCHEMA, Job, Request, recommend
+    from whichgpu.recommend import SCHEMA
+
+    if html is not None and not html.strip():
+        raise InputError("--html needs a file name to write the report to, e.g. --html report.html")
+    progress = None
+    if not json_out:
+        from whichgpu.report.console import err_console
+
+        progress = err_console.status
+    rec, traced = recommend_run(
+        model, use_case=use_case, task=task, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+        precision=precision, optimizer=optimizer, finetune=finetune, lora_rank=lora_rank, checkpointing=checkpointing,
+        moe_capacity=moe_capacity, moe_skew=moe_skew, budget=budget, buy=buy, hours_per_month=hours_per_month,
+        years=years, electricity=electricity, max_gpus=max_gpus, max_power_w=max_power_w,
+        min_memory_gb=min_memory_gb, objective=objective, job_tokens=job_tokens, job_epochs=job_epochs,
+        dataset_size=dataset_size, power_limit_w=power_limit_w, price=price, prices_file=prices_file, gpu=gpu,
+        engine=engine, compile_=compile_, no_cache=no_cache, system=system, catalog=catalog, progress=progress)
+    if html:
+        from whichgpu.report.html import render
+
+        try:
+            Path(html).write_text(render(rec), encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"--html {html}: cannot write ({e.strerror})") from None
+    if json_out:
+        from whichgpu.report.recommend import recommend_document
+
+        emit_json(SCHEMA, recommend_document(rec, traced))
+    else:
+        from whichgpu.report.recommend import print_recommendation
+
+        print_recommendation(rec, top, wide=wide, traced=traced)
+        if html:
+            from whichgpu.report.console import say
+
+            say(f"wrote {html}")
+    no = recommend_no_answer(rec)
+    if no is not None:
+        raise NoAnswerError(no)
+
+
+def recommend_run(
+    model: str | None = None, *, use_case: str | None = None, task: str | None = None, batch_size: int | None = None,
+    seq_len: int | None = None, image_size: int | None = None, precision: str = "auto", optimizer: str | None = None,
+    finetune: str | None = None, lora_rank: int = 16, checkpointing: str | None = None,
+    moe_capacity: float | None = None, moe_skew: float | None = None, budget: float | None = None, buy: bool = True,
+    hours_per_month: float = 200.0, years: float = 3.0, electricity: float = 0.20, max_gpus: int | None = None,
+    max_power_w: float | None = None, min_memory_gb: float | None = None, objective: str | None = None,
+    job_tokens: float | None = None, job_epochs: float | None = None, dataset_size: float | None = None,
+    power_limit_w: float | None = None, price: list[str] | None = None, prices_file: str | None = None,
+    gpu: str | None = None, engine: str | None = None, compile_: bool = False, no_cache: bool = False,
+    system: str | None = None, catalog: str | None = None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> tuple[Any, Any]:
+    """The ranking `whichgpu recommend` shows (and the web app serves): (the Recommendation, the first
+    workload's trace or None). Flags as the command's, by their parameter names; `progress` wraps
+    the ranking (the CLI's spinner)."""
+    from whichgpu.recommend import Job, Request, recommend
     from whichgpu.recommend.cost import CostModel
     from whichgpu.recommend.presets import DEFAULT_PRESET, get_preset
     from whichgpu.recommend.prices import load_prices_file, merge, parse_price_args
@@ -87,8 +146,6 @@ def recommend_cmd(
     from whichgpu.recommend.workloads import make_workload
     from whichgpu.workload.api import get_trace
 
-    if html is not None and not html.strip():
-        raise InputError("--html needs a file name to write the report to, e.g. --html report.html")
     cat = get_catalog(catalog)
     workload_flags = {"--task": task, "--batch-size": batch_size, "--seq-len": seq_len, "--image-size": image_size,
                       "--optimizer": optimizer, "--finetune": finetune, "--checkpointing": checkpointing,
@@ -110,6 +167,7 @@ def recommend_cmd(
             for p in preset.workloads)
         title = f"use case {preset.name}" + (" (default)" if use_case is None else "")
     else:
+        assert model is not None  # (no preset: a model)
         if use_case is not None:
             raise InputError("give a MODEL or --use-case, not both")
         spec = replace(workload_spec(model, task or "train", batch_size, seq_len, image_size, precision, optimizer,
@@ -144,37 +202,22 @@ def recommend_cmd(
             first.append(t)
         return t
 
-    if json_out:
+    if progress is None:
         rec = recommend(req, cat, trace_for)
     else:
-        from whichgpu.report.console import err_console
-
-        with err_console.status("evaluating every GPU x count (each workload variant is traced once, then cached)"):
+        with progress("evaluating every GPU x count (each workload variant is traced once, then cached)"):
             rec = recommend(req, cat, trace_for)
     if model is not None:
         moe_flags_note(moe_capacity, moe_skew, model, first)
-    if html:
-        from whichgpu.report.html import render
+    return rec, (first[0] if first else None)
 
-        try:
-            Path(html).write_text(render(rec), encoding="utf-8")
-        except OSError as e:
-            raise InputError(f"--html {html}: cannot write ({e.strerror})") from None
-    if json_out:
-        from whichgpu.report.recommend import recommend_document
 
-        emit_json(SCHEMA, recommend_document(rec, first[0] if first else None))
-    else:
-        from whichgpu.report.recommend import print_recommendation
-
-        print_recommendation(rec, top, wide=wide, traced=first[0] if first else None)
-        if html:
-            from whichgpu.report.console import say
-
-            say(f"wrote {html}")
-    if not rec.rows:
-        raise NoAnswerError(f"none of the {len(rec.rejected)} GPUs compared can run this job within the constraints "
-                         "(why: see 'cannot run this job' above, or 'cannot_run' in the JSON)")
+def recommend_no_answer(rec: Any) -> str | None:
+    """Why the answer is "no" (exit 1): no GPU can run the job within the constraints; else None."""
+    if rec.rows:
+        return None
+    return (f"none of the {len(rec.rejected)} GPUs compared can run this job within the constraints "
+            "(why: see 'cannot run this job' above, or 'cannot_run' in the JSON)")
 
 
 def register(app: typer.Typer) -> None:

@@ -27,6 +27,7 @@ from whichgpu.errors import InputError, NoAnswerError
 from whichgpu.limits import Bound
 
 if TYPE_CHECKING:
+    from whichgpu.report.serve import ServeReport
     from whichgpu.serving.workload import RequestLengths
 
 RATE = Bound(0, 1e6, lo_open=True)  # requests per second, all replicas
@@ -88,8 +89,47 @@ def serve_cmd(
     """Throughput (requests/s, tokens/s), TTFT, TPOT and end-to-end latency (mean, P50, P90, P99),
     KV-cache capacity and GPU memory, cost per million output tokens at the catalog's rental price,
     and with --slo-ttft-ms / --slo-tpot-ms the highest Poisson rate that meets them."""
+    from whichgpu.report.serve import serve_document
+
+    rep = serve_run(
+        model, gpu=gpu, system=system, tp=tp, ep=ep, replicas=replicas, engine=engine, concurrency=concurrency,
+        rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
+        precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+        prefix_cache_hit_rate=prefix_cache_hit_rate, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+        slo_percentile=slo_percentile, seed=seed, sweep=html is not None, catalog=catalog)
+    if json_out:
+        emit_json("whichgpu.serve/1", serve_document(rep))
+    else:
+        from whichgpu.report.serve import print_serve
+
+        print_serve(rep)
+    if html is not None:
+        from whichgpu.report.serve import render_html
+
+        try:
+            html.write_text(render_html(rep), encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"cannot write {html}: {e.strerror}", field="html") from e
+    no = serve_no_answer(rep)
+    if no is not None:
+        raise NoAnswerError(no)
+
+
+def serve_run(
+    model: str, *, gpu: str | None = None, system: str | None = None, tp: int = 1, ep: int = 1, replicas: int = 1,
+    engine: str = "vllm", concurrency: int | None = None, rate: float | None = None, input_len: int | None = None,
+    output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
+    precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int | None = None, max_batched_tokens: int | None = None, prefix_cache_hit_rate: float = 0.0,
+    slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, slo_percentile: int = 90, seed: int = 0,
+    sweep: bool = False, catalog: str | None = None,
+) -> ServeReport:
+    """The simulated serving run `whichgpu serve` shows (and the web app serves); flags as the
+    command's, by their parameter names; `sweep` adds the latency-throughput curve (the HTML
+    report's, SWEEP_POINTS rates up to saturation)."""
     from whichgpu.recommend.prices import catalog_prices
-    from whichgpu.report.serve import ServeReport, serve_document
+    from whichgpu.report.serve import ServeReport
     from whichgpu.serving.kv import vllm_batch_defaults
     from whichgpu.serving.model import Setup, build
     from whichgpu.serving.scheduler import SchedulerConfig, simulate
@@ -148,10 +188,10 @@ def serve_cmd(
     # ---- SLO search and the rate sweep ----
     slo = None
     slo_search = None
-    sweep = None
+    curve = None
     ceiling = None
     n_probe = None
-    if slo_ttft_ms is not None or slo_tpot_ms is not None or html is not None:
+    if slo_ttft_ms is not None or slo_tpot_ms is not None or sweep:
         sat_conc = max(1, min(mns, int(cap.max_concurrency)))
         n_probe = probe_requests(sat_conc)
         probe_reqs = _draw(pool, fixed, n_probe, seed)
@@ -161,33 +201,26 @@ def serve_cmd(
             slo = Slo(None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
                       None if slo_tpot_ms is None else slo_tpot_ms / 1e3, slo_percentile)
             slo_search = search(runner, slo, ceiling, idle=idle_run(probe_reqs, sm.step_time, cfg))
-        if html is not None:
-            sweep = rate_sweep(runner, [ceiling * k / SWEEP_POINTS for k in range(1, SWEEP_POINTS + 1)])
+        if sweep:
+            curve = rate_sweep(runner, [ceiling * k / SWEEP_POINTS for k in range(1, SWEEP_POINTS + 1)])
 
     rep = ServeReport(
         serving=sm, capacity=cap, config=cfg, replicas=replicas, gpus_per_replica=gpus_per_replica,
         concurrency=concurrency, rate_per_s=rate, num_requests=n, lengths_file=str(lengths) if lengths else None,
         fixed_lengths=fixed, mean_input_len=float(reqs.input_len.mean()), mean_output_len=float(reqs.output_len.mean()),
         seed=seed, result=result, prices=catalog_prices(g, dt.date.today()), slo=slo_search, ceiling_per_s=ceiling,
-        probe_requests=n_probe, sweep=sweep,
+        probe_requests=n_probe, sweep=curve,
         slo_percentile=slo_percentile)
-    if json_out:
-        emit_json("whichgpu.serve/1", serve_document(rep))
-    else:
-        from whichgpu.report.serve import print_serve
+    return rep
 
-        print_serve(rep)
-    if html is not None:
-        from whichgpu.report.serve import render_html
 
-        try:
-            html.write_text(render_html(rep), encoding="utf-8")
-        except OSError as e:
-            raise InputError(f"cannot write {html}: {e.strerror}", field="html") from e
-    if slo_search is not None and slo_search.max_rate_per_s is None:
+def serve_no_answer(rep: ServeReport) -> str | None:
+    """Why the answer is "no" (exit 1): no rate meets the SLOs; else None."""
+    if rep.slo is not None and rep.slo.max_rate_per_s is None:
         from whichgpu.report.serve import no_rate_reason
 
-        raise NoAnswerError(no_rate_reason(rep))
+        return no_rate_reason(rep)
+    return None
 
 
 def _lengths(input_len: int | None, output_len: int | None, path: Path | None) -> tuple[RequestLengths, bool]:

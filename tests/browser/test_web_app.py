@@ -1,0 +1,196 @@
+"""`whichgpu ui` end to end in headless Chromium (Playwright from PyPI driving the system's
+chromium: no browser download). A real uvicorn server on a free port, its own trace cache.
+
+Checked: the app loads with no console error; changing the model or the batch re-runs and updates
+the ranking (and the URL); an uploaded config.json becomes the model and a malformed one shows
+the server's one-line error; a shared URL reproduces the view in a fresh browser; no page makes a
+request to any host but the app's own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from tests.conftest import needs_torch
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # the dev extra is not installed
+    sync_playwright = None
+
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y "
+                       "chromium), so the web app is not checked in a browser"),
+    pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed (pip install -e '.[dev]')"),
+    pytest.mark.usefixtures("isolated_cache"),
+]
+
+TINY_LLAMA = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+              "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 512}
+WAIT_MS = 120_000  # a first capture of a model takes seconds on a slow runner
+
+
+@pytest.fixture(scope="module")
+def server(isolated_cache: None) -> Iterator[str]:
+    """The app under uvicorn in a thread, on a free port of 127.0.0.1: its base URL."""
+    import uvicorn
+
+    from whichgpu.web.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started:
+        assert time.time() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+class Recorder:
+    """A page's console errors, uncaught exceptions and the hosts it requested."""
+
+    def __init__(self, page: Any) -> None:
+        self.errors: list[str] = []
+        self.expected: list[str] = []  # console lines a test provokes (Chromium logs every 4xx fetch)
+        self.hosts: set[str] = set()
+        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        page.on("request", lambda r: self.hosts.add(urlsplit(r.url).netloc if r.url.startswith("http") else urlsplit(r.url).scheme))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    assert sync_playwright is not None
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: str) -> Iterator[tuple[Any, Recorder]]:
+    context = browser.new_context()
+    p = context.new_page()
+    p.set_default_timeout(WAIT_MS)
+    rec = Recorder(p)
+    yield p, rec
+    context.close()
+    own = urlsplit(server).netloc
+    assert rec.hosts <= {own, "data"}, f"requests to other hosts: {rec.hosts - {own, 'data'}}"
+    unexpected = [e for e in rec.errors if not any(x in e for x in rec.expected)]
+    assert unexpected == [], unexpected
+
+
+def answered(p: Any, after: int = 0) -> int:
+    """Wait for the answer to the latest question (after the `after`-th): its sequence number."""
+    p.wait_for_function(f"() => Number(document.getElementById('result').dataset.ready || 0) > {after}"
+                        " && !document.getElementById('status').classList.contains('busy')")
+    return int(p.eval_on_selector("#result", "e => e.dataset.ready"))
+
+
+def first_row(p: Any) -> list[str]:
+    return [c.strip() for c in p.eval_on_selector_all("#ranking tbody tr:first-child td", "cs => cs.map(c => c.innerText)")]
+
+
+def test_every_page_loads_without_console_errors(page: tuple[Any, Recorder], server: str) -> None:
+    p, rec = page
+    p.goto(f"{server}/#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&pp=2&global_batch=16&seq_len=2048")
+    n = answered(p)
+    assert p.get_attribute("#tabs button[aria-selected=true]", "data-page") == "plan"
+    assert p.is_hidden("#error")
+    assert p.locator("#plans tbody tr").count() >= 1
+    assert p.locator("#gantt svg").count() == 1, "the Gantt chart of the pipeline schedule"
+    p.goto(f"{server}/#serve?model=llama-3.1-8b&gpu=h100-sxm5-80gb&rate=2&input_len=128&output_len=32&requests=50")
+    n = answered(p, n)  # (the same document: a new hash)
+    assert p.get_attribute("#tabs button[aria-selected=true]", "data-page") == "serve"
+    assert p.locator("#serve-chart canvas").count() >= 1 and p.locator("#sweep tbody tr").count() == 8
+    p.click("#tabs button[data-page=plan]")  # a tab opens at its defaults, in the URL
+    answered(p, n)
+    assert p.url.endswith("#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&precision=bf16&objective=time")
+    assert p.inner_text("#result-title").startswith("llama-3-8b on 8 x NVIDIA H100")
+    assert rec.errors == [] and rec.expected == []  # (and no other host: checked as the page closes)
+
+
+@needs_torch
+def test_changing_the_batch_or_the_model_updates_the_ranking(page: tuple[Any, Recorder], server: str) -> None:
+    p, _ = page
+    p.goto(f"{server}/#recommend?model=gpt2&batch_size=2&seq_len=128")
+    n = answered(p)
+    assert p.inner_text("#result-title").startswith("gpt2")
+    before = first_row(p)
+    assert p.locator("#ranking tbody tr").count() >= 5 and p.locator("#value-chart canvas").count() >= 1
+    p.fill("#f-batch_size", "16")
+    p.dispatch_event("#f-batch_size", "change")
+    n = answered(p, n)
+    assert "batch_size=16" in p.url
+    assert "batch 16" in p.inner_text("#result .note")
+    assert first_row(p) != before, "the ranking did not change with the batch"
+    p.select_option("#f-model", "gpt2-medium")
+    answered(p, n)
+    assert p.inner_text("#result-title").startswith("gpt2-medium")
+    assert "model=gpt2-medium" in p.url
+
+
+def test_an_uploaded_config_becomes_the_model_and_a_malformed_one_shows_the_error(
+        page: tuple[Any, Recorder], server: str, tmp_path: Path) -> None:
+    p, rec = page
+    p.goto(f"{server}/#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=2&global_batch=4&seq_len=256")
+    n = answered(p)
+    good = tmp_path / "tiny-llama.json"
+    good.write_text(json.dumps(TINY_LLAMA))
+    p.set_input_files("#config-file", str(good))
+    p.wait_for_function("() => document.getElementById('upload-status').innerText.includes('upload:')")
+    answered(p, n)
+    model = p.eval_on_selector("#f-model", "e => e.value")
+    assert model.startswith("upload:") and f"model={model.replace(':', '%3A')}" in p.url
+    title = p.inner_text("#result-title")
+    assert title.startswith("config on 2 x NVIDIA H100") and not title.startswith("llama-3-8b"), title
+    rec.expected.append("the server responded with a status of 400 (Bad Request)")
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama",')
+    p.set_input_files("#config-file", str(bad))
+    p.wait_for_function("() => document.getElementById('upload-status').innerText.startsWith('error:')")
+    assert p.inner_text("#upload-status").startswith("error: config.json: not valid JSON (")
+    assert p.eval_on_selector("#f-model", "e => e.value") == model, "a failed upload leaves the model as it was"
+
+
+def test_bad_input_shows_the_one_line_error(page: tuple[Any, Recorder], server: str) -> None:
+    p, rec = page
+    rec.expected.append("the server responded with a status of 400 (Bad Request)")
+    p.goto(f"{server}/#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&tp=3")
+    p.wait_for_selector("#error:not([hidden])")
+    assert p.inner_text("#error") == "error: the fixed degrees (tp x pp x cp = 3) do not divide --gpus 8"
+
+
+def test_a_shared_url_reproduces_the_view(browser: Any, server: str) -> None:
+    url = f"{server}/#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=16&global_batch=32&seq_len=4096&pp=2&objective=cost"
+    views = []
+    for _ in range(2):  # two browsers that share nothing but the link
+        context = browser.new_context()
+        p = context.new_page()
+        p.set_default_timeout(WAIT_MS)
+        rec = Recorder(p)
+        p.goto(url)
+        answered(p)
+        views.append((p.url, p.inner_text("#result-title"), p.inner_text("#plans"),
+                      {f: p.eval_on_selector(f"#f-{f}", "e => e.value") for f in ("model", "gpus", "pp", "objective")}))
+        context.close()
+        assert rec.errors == [] and rec.hosts <= {urlsplit(server).netloc, "data"}
+    assert views[0] == views[1]
+    assert views[0][3] == {"model": "llama-3-8b", "gpus": "16", "pp": "2", "objective": "cost"}
+    assert "16 x NVIDIA H100" in views[0][1]
