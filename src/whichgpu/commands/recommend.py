@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from whichgpu import limits
+from whichgpu.commands import serve as serve_cmd
 from whichgpu.commands.common import (
     CatalogOpt,
     CompileOpt,
@@ -70,7 +71,20 @@ def recommend_cmd(
     gpu: str = typer.Option(None, "--gpu", help="Only these GPUs (comma-separated names); default: the whole catalog."),
     engine: str = EngineOpt,
     compile_: bool = CompileOpt,
-    top: int = int_option(15, "--top", bound=limits.ROWS, help="Rows of the ranked table to show."),
+    top: int = int_option(None, "--top", bound=limits.ROWS, help="Rows of the ranked table to show (default 15; "
+                          "serving: the 5 cheapest searched exactly)."),
+    rate: float = float_option(None, "--rate", bound=serve_cmd.RATE, help="Serving: requests per second to serve "
+                               "(Poisson); ranks GPU x count x TP by cost per million output tokens within the SLOs."),
+    slo_ttft_ms: float = float_option(None, "--slo-ttft-ms", bound=serve_cmd.SLO_MS, help="Serving: time-to-first-token "
+                                      "target, ms (with --rate)."),
+    slo_tpot_ms: float = float_option(None, "--slo-tpot-ms", bound=serve_cmd.SLO_MS, help="Serving: time-per-output-token "
+                                      "target, ms (with --rate)."),
+    slo_percentile: int = int_option(90, "--slo-percentile", bound=limits.Bound(50, 99), help="Serving: percentile "
+                                     "the SLOs apply to: 50, 90 or 99."),
+    input_len: int = int_option(None, "--input-len", bound=limits.SEQ_LEN, help="Serving: prompt tokens per request "
+                                "(default 1024)."),
+    output_len: int = int_option(None, "--output-len", bound=limits.SEQ_LEN, help="Serving: answer tokens per request "
+                                 "(default 256)."),
     html: str = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML report with charts."),
     no_cache: bool = NoCacheOpt,
     system: str = SystemOpt,
@@ -83,6 +97,39 @@ def recommend_cmd(
     cannot run it."""
     from whichgpu.recommend import SCHEMA
 
+    if rate is not None or slo_ttft_ms is not None or slo_tpot_ms is not None:
+        from whichgpu.report.recommend_serving import SCHEMA as SERVING_SCHEMA
+        from whichgpu.report.recommend_serving import no_answer, print_serving_recommendation
+
+        if html is not None:
+            raise InputError("--html is not available with --rate (serving recommendations): use --json, or "
+                             "`whichgpu serve ... --html` for one configuration")
+        given = [k for k, v in {"--task": task, "--batch-size": batch_size, "--seq-len": seq_len,
+                                "--image-size": image_size, "--optimizer": optimizer, "--finetune": finetune,
+                                "--checkpointing": checkpointing, "--budget": budget, "--objective": objective,
+                                "--job-tokens": job_tokens, "--job-epochs": job_epochs, "--power-limit-w": power_limit_w,
+                                "--max-power-w": max_power_w, "--system": system}.items() if v is not None]
+        if given or compile_:
+            raise InputError(f"{', '.join(given) or '--compile'} do not apply to a serving recommendation (--rate): it "
+                             "takes --input-len, --output-len, the SLOs, --precision, --engine, --gpu, --max-gpus and "
+                             "the cost flags")
+        srec = recommend_serving_run(
+            model, use_case=use_case, rate=rate, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+            slo_percentile=slo_percentile, input_len=input_len, output_len=output_len, precision=precision,
+            engine=engine, max_gpus=max_gpus, min_memory_gb=min_memory_gb, buy=buy, hours_per_month=hours_per_month,
+            years=years, electricity=electricity, price=price, prices_file=prices_file, gpu=gpu, top=top,
+            catalog=catalog)
+        if json_out:
+            from whichgpu.recommend.serving import serving_body
+
+            emit_json(SERVING_SCHEMA, serving_body(srec))
+        else:
+            print_serving_recommendation(srec)
+        no = no_answer(srec)
+        if no is not None:
+            raise NoAnswerError(no)
+        return
+    top = 15 if top is None else top
     if html is not None and not html.strip():
         raise InputError("--html needs a file name to write the report to, e.g. --html report.html")
     progress = None
@@ -210,6 +257,60 @@ def recommend_run(
     if model is not None:
         moe_flags_note(moe_capacity, moe_skew, model, first)
     return rec, (first[0] if first else None)
+
+
+def recommend_serving_run(
+    model: str | None = None, *, use_case: str | None = None, rate: float | None = None,
+    slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, slo_percentile: int = 90,
+    input_len: int | None = None, output_len: int | None = None, precision: str = "auto", engine: str | None = None,
+    max_gpus: int | None = None, min_memory_gb: float | None = None, buy: bool = True, hours_per_month: float = 200.0,
+    years: float = 3.0, electricity: float = 0.20, price: list[str] | None = None, prices_file: str | None = None,
+    gpu: str | None = None, top: int | None = None, catalog: str | None = None,
+) -> Any:
+    """The serving ranking (`recommend --rate R --slo-...`, `recommend.serving`): which GPU, how many
+    and what TP serve the rate within the SLOs for the least per million output tokens."""
+    from whichgpu.parallel.models import planner_model
+    from whichgpu.recommend.cost import CostModel
+    from whichgpu.recommend.presets import get_preset
+    from whichgpu.recommend.prices import load_prices_file, merge, parse_price_args
+    from whichgpu.recommend.serving import ServingAsk, recommend_serving
+    from whichgpu.serving.model import ENGINES
+    from whichgpu.serving.slo import PERCENTILES
+    from whichgpu.serving.step import PRECISIONS
+
+    if rate is None:
+        raise InputError("--slo-ttft-ms / --slo-tpot-ms rank serving configurations at a request rate: give --rate "
+                         "(requests per second)", field="rate")
+    if slo_ttft_ms is None and slo_tpot_ms is None:
+        raise InputError("--rate ranks serving configurations within latency targets: give --slo-ttft-ms and/or "
+                         "--slo-tpot-ms", field="slo_ttft_ms")
+    if slo_percentile not in PERCENTILES:
+        raise InputError(f"--slo-percentile must be 50, 90 or 99, got {slo_percentile}", field="slo_percentile")
+    if use_case is not None and use_case != "llm-serving":
+        raise InputError(f"--rate is a serving question: use --use-case llm-serving (or a MODEL), not {use_case!r}",
+                         field="use_case")
+    if model is not None and use_case is not None:
+        raise InputError("give a MODEL or --use-case, not both")
+    preset = get_preset("llm-serving") if model is None else None
+    name = model if model is not None else preset.workloads[0].spec.model  # type: ignore[union-attr]
+    planner_model(name)  # a decoder LLM the serving model knows, or its one-line error
+    prec = "bf16" if precision == "auto" else precision
+    if prec not in PRECISIONS:
+        raise InputError(f"--precision for serving must be auto (bf16) or one of {', '.join(PRECISIONS)}, got "
+                         f"{precision!r}", field="precision")
+    eng = engine or "vllm"
+    if eng not in ENGINES:
+        raise InputError(f"--engine for serving must be one of {', '.join(ENGINES)}, got {eng!r}", field="engine")
+    cat = get_catalog(catalog)
+    gpus = cat.get_many(gpu) if gpu else list(cat)
+    floor = min_memory_gb if min_memory_gb is not None else (preset.min_memory_gb if preset else None)
+    if floor:
+        gpus = [g for g in gpus if g.memory_gb >= floor]
+    user = merge(load_prices_file(prices_file, cat) if prices_file else {}, parse_price_args(price or [], cat))
+    ask = ServingAsk(name, rate, input_len or 1024, output_len or 256, slo_ttft_ms, slo_tpot_ms, slo_percentile,
+                     prec, "auto", eng, max_gpus if max_gpus is not None else 8, top if top is not None else 5,
+                     CostModel("buy" if buy else "rent", hours_per_month, years, electricity), user)
+    return recommend_serving(ask, gpus)
 
 
 def recommend_no_answer(rec: Any) -> str | None:

@@ -1,0 +1,127 @@
+"""`recommend --rate R --slo-...`: GPU x count x TP ranked by cost per million output tokens among
+the configurations that serve the rate within the latency targets (recommend/serving.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+from tests.cli.conftest import invoke
+
+from whichgpu.hardware.catalog import load_catalog
+from whichgpu.recommend.cost import CostModel
+from whichgpu.recommend.serving import (
+    ServingAsk,
+    _saturation,
+    _search,
+    _setup_option,
+    rate_upper_bound,
+    recommend_serving,
+)
+
+GPUS = ("h100-sxm5-80gb", "a100-sxm4-80gb", "l40s", "rtx-4090", "h200-sxm-141gb")
+ASK = ServingAsk("llama-3-8b", 12.0, 1000, 200, slo_ttft_ms=600, slo_tpot_ms=35, cost=CostModel(mode="rent"),
+                 max_gpus=8, top=2)
+
+
+@pytest.fixture(scope="module")
+def gpus():  # type: ignore[no-untyped-def]
+    cat = load_catalog()
+    return [cat.get(g) for g in GPUS]
+
+
+@pytest.fixture(scope="module")
+def pruned(gpus):  # type: ignore[no-untyped-def]
+    return recommend_serving(ASK, gpus)
+
+
+def test_each_ranked_configuration_serves_the_rate_within_the_targets(pruned) -> None:  # type: ignore[no-untyped-def]
+    assert pruned.ranked, [o.reason for o in pruned.others]
+    for o in pruned.ranked:
+        assert o.replicas is not None and o.max_rate_per_replica is not None
+        assert o.replicas * o.max_rate_per_replica >= ASK.rate_per_s  # enough replicas for the rate
+        assert (o.replicas - 1) * o.max_rate_per_replica < ASK.rate_per_s  # and no more than needed
+        assert o.gpus is not None and o.gpus <= ASK.max_gpus
+        # the latency each replica shows at its share of the rate meets the targets
+        assert o.ttft_ms is not None and o.ttft_ms <= ASK.slo_ttft_ms  # type: ignore[operator]
+        assert o.tpot_ms is not None and o.tpot_ms <= ASK.slo_tpot_ms  # type: ignore[operator]
+        # cost per million output tokens: the replicas' $/hour over an hour's output tokens at the rate
+        want = o.usd_per_gpu_hour * o.gpus / (ASK.rate_per_s * ASK.output_len * 3600 / 1e6)  # type: ignore[operator]
+        assert o.usd_per_million_tokens(ASK) == pytest.approx(want, rel=1e-12)
+    costs = [o.usd_per_million_tokens(ASK) for o in pruned.ranked]
+    assert costs == sorted(costs)  # type: ignore[type-var]
+
+
+def test_pruning_keeps_the_exact_top(gpus, pruned) -> None:  # type: ignore[no-untyped-def]
+    # every configuration searched (no pruning: a top larger than the candidates) gives the same top 2
+    full = recommend_serving(replace(ASK, top=100), gpus)
+    key = [(o.gpu.id, o.tp, o.replicas) for o in full.ranked[:2]]
+    assert [(o.gpu.id, o.tp, o.replicas) for o in pruned.ranked] == key
+    assert any(o.kind == "pruned" for o in pruned.others) or len(full.ranked) <= 2
+    assert not any(o.kind == "pruned" for o in full.others)
+
+
+def test_the_throughput_bound_is_above_every_achievable_rate(gpus) -> None:  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    from whichgpu.hardware.system import default_system
+
+    for g in gpus[:3]:
+        opt, ctx = _setup_option(ASK, g, default_system(g), 1, dt.date.today())
+        assert ctx is not None
+        ub = rate_upper_bound(replace(ASK, slo_tpot_ms=None), ctx)
+        _saturation(ASK, opt, ctx)
+        assert opt.ceiling_per_replica is not None and opt.ceiling_per_replica <= ub, g.id
+        _search(ASK, opt, ctx)
+        if opt.max_rate_per_replica is not None:
+            assert opt.max_rate_per_replica <= rate_upper_bound(ASK, ctx), g.id
+
+
+def test_reasons_have_kinds(pruned, gpus) -> None:  # type: ignore[no-untyped-def]
+    assert all(o.reason and o.kind in ("price", "fit", "slo", "max-gpus", "pruned") for o in pruned.others)
+    tight = recommend_serving(replace(ASK, slo_tpot_ms=1.0), gpus)  # below one decode step on any of them
+    assert not tight.ranked and {o.kind for o in tight.others} <= {"slo", "max-gpus", "fit", "price"}
+    assert any(o.kind in ("slo", "max-gpus") for o in tight.others)
+
+
+def test_bad_asks_are_one_line_errors() -> None:
+    from whichgpu.errors import InputError
+
+    for bad in (replace(ASK, rate_per_s=0.0), replace(ASK, rate_per_s=math.nan), replace(ASK, slo_ttft_ms=None,
+                slo_tpot_ms=None), replace(ASK, input_len=0), replace(ASK, max_gpus=0)):
+        with pytest.raises(InputError):
+            bad.validate()
+
+
+def test_cli_serving_recommendation_json_and_exit_codes() -> None:
+    r = invoke("recommend", "llama-3-8b", "--rate", "12", "--input-len", "1000", "--output-len", "200",
+               "--slo-ttft-ms", "600", "--slo-tpot-ms", "35", "--rent", "--gpu", ",".join(GPUS), "--top", "2", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "whichgpu.recommend-serving/1"
+    first = doc["ranking"][0]
+    for k in ("gpu", "tp", "replicas", "gpus", "usd_per_million_output_tokens", "ttft_ms_p90", "tpot_ms_p90",
+              "max_rate_per_s_per_replica"):
+        assert first[k] is not None, k
+    # no configuration meets a 1 ms TPOT: exit 1 with the reason
+    r = invoke("recommend", "--use-case", "llm-serving", "--rate", "5", "--slo-tpot-ms", "1", "--rent",
+               "--gpu", "h100-sxm5-80gb,rtx-4090")
+    assert r.exit_code == 1 and "no GPU x TP configuration serves" in r.output
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--rate", "5"], "--slo-ttft-ms"),
+    (["--slo-tpot-ms", "30"], "--rate"),
+    (["--use-case", "learning", "--rate", "5", "--slo-tpot-ms", "30"], "llm-serving"),
+    (["--rate", "5", "--slo-tpot-ms", "30", "--batch-size", "8"], "do not apply"),
+    (["--rate", "5", "--slo-tpot-ms", "30", "--engine", "pytorch"], "--engine for serving"),
+    (["--rate", "5", "--slo-tpot-ms", "30", "--precision", "tf32"], "--precision for serving"),
+    (["--rate", "5", "--slo-tpot-ms", "30", "--html", "x.html"], "--html"),
+    (["resnet50-v1.5", "--rate", "5", "--slo-tpot-ms", "30"], "resnet50"),
+])
+def test_cli_bad_serving_questions_exit_2(args: list[str], words: str) -> None:
+    r = invoke("recommend", *args)
+    assert r.exit_code == 2, r.output
+    assert words in r.output and "Traceback" not in r.output
