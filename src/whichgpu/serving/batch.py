@@ -10,7 +10,9 @@ benchmarks.
 Speed: long runs of identical pure-decode steps are simulated in one go. A step-time function
 may offer ``decode_run(decode_context, steps)``, the per-step seconds of ``steps`` successive
 pure-decode steps whose contexts all grow by one per step (`DecodeRunStepTime`); without it the
-scheduler calls the function once per step (exact, slower).
+scheduler calls the function once per step (exact, slower). Under speculative decoding the
+contexts of a run grow by each request's accepted tokens, not by one: ``spec_decode_run`` times
+such a run from the per-step sums of the contexts (`SpecRunStepTime`).
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ class StepBatch:
     """int64 per prefill chunk: tokens it attends to (cached before it + the chunk itself)."""
     decode_context: np.ndarray
     """int64 per decode request: its context length including the token fed this step."""
+    decode_drafts: np.ndarray | None = None
+    """Speculative decoding: int64 per decode request, the draft tokens it verifies this step
+    (each then runs 1 + drafts query tokens); None: no speculation."""
 
     @classmethod
-    def decode_only(cls, decode_context: np.ndarray) -> StepBatch:
-        return cls(_EMPTY, _EMPTY, decode_context)
+    def decode_only(cls, decode_context: np.ndarray, drafts: np.ndarray | None = None) -> StepBatch:
+        return cls(_EMPTY, _EMPTY, decode_context, drafts)
 
     @property
     def num_prefill_tokens(self) -> int:
@@ -48,7 +53,10 @@ class StepBatch:
 
     @property
     def num_tokens(self) -> int:
-        """Tokens in the forward pass: prefill chunk tokens + one per decode request."""
+        """Tokens in the forward pass: prefill chunk tokens + one per decode request (+ the
+        draft tokens verified, under speculative decoding)."""
+        if self.decode_drafts is not None:
+            return self.num_prefill_tokens + self.num_decode + int(self.decode_drafts.sum())
         return self.num_prefill_tokens + self.num_decode
 
     @property
@@ -86,6 +94,19 @@ class DecodeRunStepTime(Protocol):
         ...
 
 
+@runtime_checkable
+class SpecRunStepTime(Protocol):
+    """A step-time function that can time a run of pure-decode speculative steps at once."""
+
+    def __call__(self, batch: StepBatch) -> float: ...
+
+    def spec_decode_run(self, num_decode: int, context_sums: np.ndarray, drafts: int) -> np.ndarray:
+        """Seconds of pure-decode steps of ``num_decode`` requests, each verifying ``drafts``
+        draft tokens, whose decode contexts sum to each of ``context_sums``. Must equal calling
+        ``self`` on such batches (the step time depends on the contexts through their sum only)."""
+        ...
+
+
 @dataclass(frozen=True)
 class AffineStepTime:
     """An analytic step time, affine in the batch's totals:
@@ -112,3 +133,6 @@ class AffineStepTime:
         s0 = float(decode_context.sum())
         j = np.arange(steps, dtype=np.float64)
         return self.base_s + self.per_token_s * n + self.per_context_s * (s0 + n * j)
+
+    def spec_decode_run(self, num_decode: int, context_sums: np.ndarray, drafts: int) -> np.ndarray:
+        return self.base_s + self.per_token_s * num_decode * (1 + drafts) + self.per_context_s * context_sums

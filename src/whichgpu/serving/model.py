@@ -10,19 +10,35 @@ The profiling run (vLLM ``profile_run``): one forward pass of ``max_num_batched_
 its peak is the largest layer's live intermediates (QKV, the MLP or the routed experts' rows, the
 residual and norm outputs, 16-bit) plus the sampler's logits for ``max_num_seqs`` sequences in FP32
 (twice: logits and their softmax). An estimate: vLLM measures it; the KV cache gets what is left.
+
+Pipeline parallelism (``pp`` > 1, `pipeline.py`): each GPU holds one stage's layers (tensor-split
+as above), the first stage the embedding and the last the LM head (a copy of the embedding when
+tied); the weights per GPU are the largest stage's and each stage's KV cache holds its own
+layers, so a GPU's cache holds about pp x the tokens for the same free memory. The capacity is
+the stage with the fewest blocks (vLLM takes the minimum over its workers). The profiling run's
+logits only on the last stage.
+
+Speculative decoding (`spec.SpecDecode`): the drafter's weights are added to the GPU's (a draft
+model's own weights in the serving precision, or one decoder layer of the target's shape for a
+draft head, whose LM head is the target's), and its KV cache to the pool's bytes per token (the
+head: one more layer; a draft model: its KV bytes per token as that many of the target's layers,
+rounded up: an approximation of vLLM's shared page layout). Not combined with pipeline
+parallelism here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from whichgpu.errors import InputError
-from whichgpu.hardware.engine import get_engine
+from whichgpu.hardware.engine import Engine, get_engine
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System
 from whichgpu.parallel.models import planner_model
 from whichgpu.perf.device import Device
 from whichgpu.perf.params import load_params
+from whichgpu.serving.batch import StepTime
 from whichgpu.serving.kv import (
     KvCapacity,
     KvLayout,
@@ -30,7 +46,18 @@ from whichgpu.serving.kv import (
     kv_cache_capacity,
     kv_layout,
 )
+from whichgpu.serving.pipeline import (
+    P2P_TENSORS,
+    PipelineStepTime,
+    boundary_links,
+    simulate_pipeline,
+    stage_layers,
+)
+from whichgpu.serving.results import ServingResult
+from whichgpu.serving.scheduler import SchedulerConfig
+from whichgpu.serving.spec import SpecDecode
 from whichgpu.serving.step import ACT_BYTES, PRECISIONS, WEIGHT_BYTES, StepModel
+from whichgpu.serving.workload import Workload
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
@@ -49,6 +76,11 @@ class Setup:
     precision: str = "bf16"
     kv_dtype: str = "auto"  # auto: the activations' 16 bits
     engine: str = "vllm"
+    pp: int = 1
+    """Pipeline-parallel stages (each of ``tp`` GPUs); 1: none."""
+    spec: SpecDecode | None = None
+    """Speculative decoding; None: off. The scheduler config must carry it too
+    (`ServingModel.scheduler_config`)."""
 
 
 @dataclass
@@ -56,13 +88,15 @@ class ServingModel:
     setup: Setup
     model_id: str
     args: DecoderArgs
-    step_time: StepModel
-    weight_bytes: float  # per GPU
-    kv: KvLayout
+    step_time: StepModel | PipelineStepTime
+    weight_bytes: float  # per GPU (the largest pipeline stage's)
+    kv: KvLayout  # per GPU (the largest pipeline stage's)
     cpu_overhead_s: float  # the engine's host time per step, outside the GPU time
     assumptions: dict[str, str] = field(default_factory=dict)
+    stages: tuple[tuple[float, KvLayout], ...] = ()
+    """Pipeline parallelism: (weight bytes, KV layout) of each stage's GPUs; () without."""
 
-    def activation_peak_bytes(self, max_num_batched_tokens: int, max_num_seqs: int) -> float:
+    def activation_peak_bytes(self, max_num_batched_tokens: int, max_num_seqs: int, logits: bool = True) -> float:
         a, t = self.args, self.setup.tp
         T = max_num_batched_tokens
         heads = max(1, a.heads // t)
@@ -73,26 +107,69 @@ class ServingModel:
         else:
             mlp = 3 * max(1, a.intermediate // t)
         per_token = (4 * a.hidden + qkv + mlp) * ACT_BYTES
-        logits = 2 * max_num_seqs * -(-a.vocab // t) * 4.0
-        return T * per_token + logits
+        if not logits:  # a pipeline stage before the last: no sampler
+            return T * per_token
+        logits_bytes = 2 * max_num_seqs * -(-a.vocab // t) * 4.0
+        return T * per_token + logits_bytes
 
     def capacity(self, *, gpu_memory_utilization: float = 0.9, max_seq_len: int = 8192,
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> KvCapacity:
         """KV capacity of one GPU. vLLM and SGLang give the engine a fraction of the GPU's total
         memory, the KV cache getting what the weights and activations leave; TensorRT-LLM gives
         the KV cache a fraction of the memory free after loading (KvCacheConfig
-        free_gpu_memory_fraction, default 0.9): `gpu_memory_utilization` is that fraction there."""
+        free_gpu_memory_fraction, default 0.9): `gpu_memory_utilization` is that fraction there.
+        Pipeline parallelism: the stage whose GPUs hold the fewest blocks (each block holds every
+        stage's layers of its tokens)."""
+        knobs = (gpu_memory_utilization, max_seq_len, max_num_batched_tokens, max_num_seqs)
+        if not self.stages:
+            return self._capacity(self.weight_bytes, self.kv, True, self.setup.tp, *knobs)
+        last = len(self.stages) - 1
+        caps = [self._capacity(w, kv, i == last, self.setup.tp * self.setup.pp, *knobs)
+                for i, (w, kv) in enumerate(self.stages)]
+        return min(caps, key=lambda c: c.num_blocks)
+
+    def _capacity(self, weights: float, layout: KvLayout, logits: bool, gpus: int, gpu_memory_utilization: float,
+                  max_seq_len: int, max_num_batched_tokens: int, max_num_seqs: int) -> KvCapacity:
         total = int(self.setup.gpu.memory_gb * 1e9)
-        act = int(self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
+        act = int(self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs, logits))
         util = gpu_memory_utilization
         if self.setup.engine == "tensorrt-llm":
-            other = self.weight_bytes + act + default_non_torch_bytes(self.setup.tp)
+            other = weights + act + default_non_torch_bytes(gpus)
             free = total - other
             if free > 0:  # the same KV bytes as a fraction of the total (else: let it say no)
                 util = min(1.0, (gpu_memory_utilization * free + other) / total)
-        return kv_cache_capacity(total_memory_bytes=total, weight_bytes=int(self.weight_bytes),
-                                 activation_peak_bytes=act, layout=self.kv, max_seq_len=max_seq_len,
-                                 gpu_memory_utilization=util, tp=self.setup.tp)
+        return kv_cache_capacity(total_memory_bytes=total, weight_bytes=int(weights),
+                                 activation_peak_bytes=act, layout=layout, max_seq_len=max_seq_len,
+                                 gpu_memory_utilization=util, tp=gpus)
+
+    def scheduler_config(self, capacity: KvCapacity, **knobs: Any) -> SchedulerConfig:
+        """The scheduler's pool of ``capacity`` with this setup's host time per step and
+        speculative decoding; ``knobs``: the other `SchedulerConfig` fields."""
+        knobs.setdefault("cpu_overhead_s", self.cpu_overhead_s)
+        return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
+
+    def simulate(self, workload: Workload, config: SchedulerConfig, *, decode_runs: bool = True) -> ServingResult:
+        """Serve ``workload``: `scheduler.simulate` with this setup's step time, or the pipeline's
+        virtual engines under pipeline parallelism (`pipeline.simulate_pipeline`). ``config``
+        must carry this setup's speculative decoding (`scheduler_config`)."""
+        if config.spec != self.setup.spec:
+            raise InputError(f"the scheduler's speculative decoding ({config.spec}) differs from the setup's "
+                             f"({self.setup.spec}); build the config with scheduler_config()", field="spec")
+        return simulate_pipeline(workload, self.step_time, config, self.setup.pp, decode_runs=decode_runs)
+
+    def simulator(self, workload: Workload, step_time: StepTime, config: SchedulerConfig) -> ServingResult:
+        """`simulate_pipeline` with this setup's stages, in `scheduler.simulate`'s signature: the
+        ``simulate_fn`` of `slo.py`'s helpers (``step_time``: this model's)."""
+        return simulate_pipeline(workload, step_time, config, self.setup.pp)
+
+
+def _layer_weight_bytes(a: DecoderArgs, i: int, w: float, tp: int, ep: int) -> float:
+    lp = a.layer_params(i)
+    if a.is_moe(i):
+        ex = a.experts * a.expert_params()
+        per_gpu_ex = ex / ep if ep > 1 else ex / tp
+        return float((lp - ex) / tp * w + per_gpu_ex * w)
+    return float(lp / tp * w)
 
 
 def weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int) -> float:
@@ -100,15 +177,21 @@ def weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int) -> float:
     w = WEIGHT_BYTES[precision]
     layers = 0.0
     for i in range(a.layers):
-        lp = a.layer_params(i)
-        if a.is_moe(i):
-            ex = a.experts * a.expert_params()
-            per_gpu_ex = ex / ep if ep > 1 else ex / tp
-            layers += (lp - ex) / tp * w + per_gpu_ex * w
-        else:
-            layers += lp / tp * w
+        layers += _layer_weight_bytes(a, i, w, tp, ep)
     head = 0 if a.tie_embeddings else a.vocab * a.hidden
     return layers + (a.vocab * a.hidden + head) / tp * ACT_BYTES
+
+
+def stage_weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int, first: int, end: int, *,
+                       embedding: bool, head: bool) -> float:
+    """Bytes of the weights one GPU of a pipeline stage (layers first .. end - 1) holds: its
+    layers, the embedding on the first stage, the LM head on the last (its own copy when tied)."""
+    w = WEIGHT_BYTES[precision]
+    layers = 0.0
+    for i in range(first, end):
+        layers += _layer_weight_bytes(a, i, w, tp, ep)
+    tables = int(embedding) + int(head) - int(embedding and head and a.tie_embeddings)
+    return layers + tables * a.vocab * a.hidden / tp * ACT_BYTES
 
 
 def build(setup: Setup) -> ServingModel:
@@ -121,7 +204,11 @@ def build(setup: Setup) -> ServingModel:
     if setup.engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {setup.engine!r}", field="engine")
     model_id, a, _ = planner_model(setup.model)
-    tp, ep = setup.tp, setup.ep
+    tp, ep, pp, spec = setup.tp, setup.ep, setup.pp, setup.spec
+    bounds = stage_layers(a.layers, pp)  # validates pp
+    if spec is not None and pp > 1:
+        raise InputError("speculative decoding with pipeline parallelism is not modelled; give one of them",
+                         field="pp")
     if tp < 1 or a.heads % tp:
         raise InputError(f"tensor parallelism {tp} does not divide the {a.heads} attention heads of {model_id}",
                          field="tp")
@@ -131,18 +218,53 @@ def build(setup: Setup) -> ServingModel:
     if setup.precision == "fp4" and not setup.gpu.peak("fp4"):
         raise InputError(f"{setup.gpu.name} has no FP4 tensor cores (Blackwell and later)", field="precision")
     kv_bytes = 1.0 if setup.kv_dtype == "fp8" else 2.0
-    kv = kv_layout(layers=a.layers, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes, tp=tp,
-                   kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim)
     engine_id = "vllm" if setup.engine == "sglang" else setup.engine  # SGLang: vLLM's kernel and launch profile
     eng = get_engine(engine_id)
     dev = Device(setup.gpu, load_params())
-    step = StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes)
-    wb = weight_bytes(a, setup.precision, tp, ep)
     cpu = eng.step_host_ms_infer * 1e-3
+
+    def layout(layers: int) -> KvLayout:
+        return kv_layout(layers=layers, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes, tp=tp,
+                         kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim)
+
+    step: StepModel | PipelineStepTime
+    stages: tuple[tuple[float, KvLayout], ...] = ()
+    notes: dict[str, str] = {}
+    if pp > 1:
+        last = pp - 1
+        models = tuple(StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, first_layer=lo,
+                                 last_layer=hi, lm_head=s == last, host=s == last)
+                       for s, (lo, hi) in enumerate(bounds))
+        links = boundary_links(setup.system, tp, pp, dev.params)
+        step = PipelineStepTime(models, links, a.hidden)
+        stages = tuple((stage_weight_bytes(a, setup.precision, tp, ep, lo, hi, embedding=s == 0, head=s == last),
+                        layout(hi - lo)) for s, (lo, hi) in enumerate(bounds))
+        wb = max(w for w, _ in stages)
+        kv = stages[0][1]
+        sizes = sorted({hi - lo for lo, hi in bounds}, reverse=True)
+        notes["pipeline"] = (f"pipeline parallel {pp}: stages of {' or '.join(map(str, sizes))} layers, {pp} virtual "
+                             f"engines of max_num_seqs / {pp} and 1/{pp} of the KV blocks, a step = every stage's time "
+                             f"+ {pp - 1} point-to-point send(s) of {P2P_TENSORS} x tokens x hidden 16-bit values over "
+                             + ", ".join(sorted({link.text for link in links})))
+    else:
+        wb = weight_bytes(a, setup.precision, tp, ep)
+        kv = layout(a.layers)
+        draft = None
+        if spec is not None:
+            draft, draft_w, draft_layers, drafter = _drafter(a, spec, setup, tp, dev, eng, kv_bytes, kv)
+            wb += draft_w
+            kv = layout(a.layers + draft_layers)
+            notes["speculative"] = (spec.label + f"; the target verifies {spec.draft_len + 1} tokens per decoding "
+                                    f"request per step, the drafter runs {spec.draft_len} sequential passes ({drafter}); "
+                                    f"{spec.draft_len} lookahead KV slots per decoding request; drafter weights "
+                                    f"{draft_w / 1e9:.2f} GB per GPU, its KV as {draft_layers} more layer(s)")
+        step = StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, speculative=spec is not None,
+                         draft=draft)
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
                    f"embedding and LM head, {wb / 1e9:.1f} GB per GPU",
         "parallelism": f"tensor parallel {tp}" + (f", expert parallel {ep}" if ep > 1 else "")
+                       + (f", pipeline parallel {pp}" if pp > 1 else "")
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU",
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
@@ -152,4 +274,29 @@ def build(setup: Setup) -> ServingModel:
                      if a.experts and eng.moe_efficiency < 1 else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),
         "moe": "uniform routing: the experts a step reads are those its tokens reach" if a.experts else "dense",
-    })
+        **notes,
+    }, stages)
+
+
+def _drafter(a: DecoderArgs, spec: SpecDecode, setup: Setup, tp: int, dev: Device, eng: Engine, kv_bytes: float,
+             kv: KvLayout) -> tuple[StepModel | None, float, int, str]:
+    """(the draft model's step model or None for a draft head, its weight bytes per GPU, its KV as
+    layers of the target's, words)."""
+    if spec.draft_model is None:  # one decoder layer of the target's shape (its last); the target's LM head
+        w = _layer_weight_bytes(a, a.layers - 1, WEIGHT_BYTES[setup.precision], tp, setup.ep)
+        return None, w, 1, "one decoder layer + the target's LM head each"
+    try:
+        draft_id, d, _ = planner_model(spec.draft_model)
+    except InputError as e:
+        raise InputError(f"draft model: {e}", field="draft_model") from e
+    if d.vocab != a.vocab:
+        raise InputError(f"draft model {draft_id} has a vocabulary of {d.vocab} tokens, the target {a.vocab}: "
+                         "they must share the tokenizer", field="draft_model")
+    if d.heads % tp or (d.kv_heads % tp and tp % d.kv_heads):
+        raise InputError(f"tensor parallelism {tp} does not divide the attention heads of draft model {draft_id}",
+                         field="draft_model")
+    dkv = kv_layout(layers=d.layers, kv_heads=d.kv_heads, head_dim=d.head_dim, kv_dtype_bytes=kv_bytes, tp=tp,
+                    kv_lora_rank=d.kv_lora_rank, qk_rope_head_dim=d.qk_rope_dim)
+    model = StepModel(d, dev, eng, setup.system, tp, 1, setup.precision, kv_bytes, host=False)
+    layers = -(-dkv.bytes_per_token // kv.bytes_per_token_layer)
+    return model, weight_bytes(d, setup.precision, tp, 1), layers, f"{draft_id}'s full forward pass each"

@@ -24,12 +24,28 @@ its last token, as vLLM caps a hit) is found cached when a request is (re)admitt
 need no prefill compute but their blocks are still held by the request (no sharing between
 requests is modelled).
 
-Not modelled: speculative decoding, ``long_prefill_token_threshold`` (off by default), async
-scheduling, pipeline-parallel micro-batches, priority scheduling, and the max-model-len cap.
+Speculative decoding (``SchedulerConfig.spec``, `spec.SpecDecode`; vLLM v1's scheduler with
+``spec_token_ids``): a decoding request schedules its token plus k draft tokens, all counted in
+the token budget (the drafts cut to the budget left, as vLLM trims them), and holds KV blocks for
+its context plus k lookahead slots. The step's batch carries each decode request's drafts
+(`StepBatch.decode_drafts`) for the step time to cost. After the step a decoding request gains the
+tokens of its progress accumulator (`spec.py`: floor(j x E) after j steps, at least one a step,
+never past its answer length); the KV of the accepted tokens is cached, the last sampled token is
+fed next. A prompt's last chunk samples one token as without speculation (TTFT unchanged in kind).
+
+Pipeline parallelism runs several of these engines side by side (`pipeline.py`); this module
+simulates one.
+
+Not modelled: ``long_prefill_token_threshold`` (off by default), async scheduling, priority
+scheduling, the max-model-len cap, and the drafter's proposals being data dependent (acceptance is
+a constant rate, progress its expectation).
 
 Speed: a step whose running requests are all decoding, with nothing to admit, is followed by a run
 of identical-composition steps until the next finish, arrival or block shortage; such a run is
-advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`).
+advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`). Under
+speculative decoding too, when every request's k drafts fit the budget: request i gains
+(acc_i + j U) // Q - acc_i // Q tokens in j steps, so the run's contexts, block needs and finish
+are closed forms (the step-time function's ``spec_decode_run``).
 """
 
 from __future__ import annotations
@@ -41,9 +57,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from whichgpu.errors import InputError, NoAnswerError
-from whichgpu.serving.batch import DecodeRunStepTime, StepBatch, StepTime
+from whichgpu.serving.batch import DecodeRunStepTime, SpecRunStepTime, StepBatch, StepTime
 from whichgpu.serving.kv import DEFAULT_BLOCK_SIZE, BlockGroups, KvCapacity
 from whichgpu.serving.results import RequestTimes, ServingResult, summarise
+from whichgpu.serving.spec import PROGRESS_UNIT, SpecDecode
 from whichgpu.serving.workload import ClosedLoop, Workload
 
 
@@ -66,6 +83,9 @@ class SchedulerConfig:
     groups: BlockGroups | None = None
     """How many blocks a request of n tokens holds (sliding-window models); None: one block per
     ``block_size`` tokens."""
+    spec: SpecDecode | None = None
+    """Speculative decoding (None: off). The step-time function must time the draft tokens the
+    batches carry (`step.StepModel` built with the same `SpecDecode`)."""
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
@@ -77,6 +97,8 @@ class SchedulerConfig:
                              field="prefix_cache_hit_rate")
         if not self.cpu_overhead_s >= 0:
             raise InputError(f"cpu_overhead_s must be >= 0, got {self.cpu_overhead_s}", field="cpu_overhead_s")
+        if self.spec is not None and not isinstance(self.spec, SpecDecode):
+            raise InputError(f"spec must be a SpecDecode or None, got {self.spec!r}", field="spec")
         if self.groups is not None and self.groups.block_size != self.block_size:
             raise InputError(f"groups.block_size {self.groups.block_size} differs from block_size {self.block_size}",
                              field="block_size")
@@ -130,7 +152,10 @@ class _Engine:
         self.n = n
         self.prompt = lengths.input_len
         self.target = lengths.output_len
-        need = self.blocks.many(self.prompt + self.target - 1)
+        spec = cfg.spec
+        self.k = spec.draft_len if spec is not None else 0  # lookahead slots per decoding request
+        need = self.blocks.many(self.prompt + self.target - 1 + self.k) if self.k else \
+            self.blocks.many(self.prompt + self.target - 1)
         worst = int(np.argmax(need))
         if need[worst] > cfg.num_blocks:
             raise NoAnswerError(
@@ -160,6 +185,10 @@ class _Engine:
         self.head_blocked = False  # the waiting head did not fit in the free blocks
         self.all_decoding = False  # every running request was scheduled and sampled a token last step
         self.decode_run = step_time.decode_run if isinstance(step_time, DecodeRunStepTime) else None
+        if spec is not None:  # per-request progress accumulator (spec.py), units per step by drafts
+            self.acc = np.zeros(n, np.int64)
+            self.units = np.array([spec.units(d) for d in range(self.k + 1)], np.int64)
+            self.spec_run = step_time.spec_decode_run if isinstance(step_time, SpecRunStepTime) else None
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> ServingResult:
@@ -191,7 +220,7 @@ class _Engine:
         """Schedule, time and advance one step."""
         cfg = self.cfg
         budget = cfg.max_num_batched_tokens
-        ids, new, budget, preempted = self._schedule_running(budget)
+        ids, new, budget, preempted, drafts = self._schedule_running(budget)
         self.head_blocked = False
         adm_ids: list[int] = []
         adm_new: list[int] = []
@@ -219,46 +248,82 @@ class _Engine:
         if adm_ids:
             ids = np.concatenate((ids, np.array(adm_ids, np.int64)))
             new = np.concatenate((new, np.array(adm_new, np.int64)))
+            if drafts is not None:
+                drafts = np.concatenate((drafts, np.zeros(len(adm_ids), np.int64)))
         if ids.size == 0:
             raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
-        self._execute(ids, new)
+        self._execute(ids, new, drafts)
 
-    def _schedule_running(self, budget: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
-        """(ids, new tokens, budget left, preempted?) of the running requests' share of the step."""
+    def _schedule_running(self, budget: int) -> tuple[np.ndarray, np.ndarray, int, bool, np.ndarray | None]:
+        """(ids, new tokens, budget left, preempted?, draft tokens or None without speculation) of
+        the running requests' share of the step."""
         running = self.running
         if not running:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), budget, False
+            empty = np.zeros(0, np.int64)
+            return empty, empty, budget, False, (empty if self.k else None)
         ids = np.array(running, np.int64)
         computed, held = self.computed, self.held
         new = self.total[ids] - computed[ids]  # >= 1 for every running request
+        if self.k:
+            return self._schedule_running_spec(ids, new, budget)
         n, new, need, cut = schedule_running(new, computed[ids], held[ids], budget, self.free, self.blocks.many)
-        victims_n = ids.size - cut
-        if victims_n:  # preempt the suffix: blocks freed, progress lost, to the front of the queue
-            victims = ids[cut:]
-            self.free += int(held[victims].sum())
-            held[victims] = 0
-            computed[victims] = 0
-            self.preempts[victims] += 1
-            self.waiting.extendleft(victims[::-1].tolist())
-            del running[cut:]
+        preempted = self._preempt(ids, cut)
         ids = ids[:n]
         held[ids] += need
         self.free -= int(need.sum())
-        return ids, new, budget - int(new.sum()), bool(victims_n)
+        return ids, new, budget - int(new.sum()), preempted, None
 
-    def _execute(self, ids: np.ndarray, new: np.ndarray) -> None:
-        """Time the step over (ids, new tokens) and advance its requests."""
+    def _preempt(self, ids: np.ndarray, cut: int) -> bool:
+        """Preempt the running requests ``ids[cut:]``: blocks freed, progress lost, to the front
+        of the queue. Whether any was."""
+        if cut == ids.size:
+            return False
+        held = self.held
+        victims = ids[cut:]
+        self.free += int(held[victims].sum())
+        held[victims] = 0
+        self.computed[victims] = 0
+        self.preempts[victims] += 1
+        self.waiting.extendleft(victims[::-1].tolist())
+        del self.running[cut:]
+        return True
+
+    def _schedule_running_spec(self, ids: np.ndarray, new: np.ndarray,
+                               budget: int) -> tuple[np.ndarray, np.ndarray, int, bool, np.ndarray]:
+        """`_schedule_running` under speculative decoding: a decoding request schedules its token
+        plus ``k`` drafts (cut to the budget left, as vLLM trims ``spec_token_ids``) and holds
+        blocks for its context plus ``k`` lookahead slots."""
+        computed, held, k = self.computed, self.held, self.k
+        comp = computed[ids]
+        dec = (new == 1) & (self.out[ids] > 0)
+        look = comp + 1 + k
+
+        def blocks_of(x: np.ndarray) -> np.ndarray:  # x: computed + scheduled tokens of a prefix
+            m = x.size
+            return self.blocks.many(np.where(dec[:m], look[:m], x))
+
+        n, sched, need, cut = schedule_running(new + k * dec, comp, held[ids], budget, self.free, blocks_of)
+        preempted = self._preempt(ids, cut)
+        ids = ids[:n]
+        held[ids] += need
+        self.free -= int(need.sum())
+        drafts = np.where(dec[:n], sched - 1, 0)
+        return ids, sched - drafts, budget - int(sched.sum()), preempted, drafts
+
+    def _execute(self, ids: np.ndarray, new: np.ndarray, drafts: np.ndarray | None = None) -> None:
+        """Time the step over (ids, new tokens[, drafts]) and advance its requests."""
         computed, total = self.computed, self.total
         ctx_before = computed[ids]
         ctx_after = ctx_before + new
         sampled = ctx_after == total[ids]  # whole context computed: one token sampled
         decode = sampled & (new == 1) & (self.out[ids] > 0)
         all_decode = bool(decode.all())
+        dec_drafts = None if drafts is None else drafts[decode]
         if all_decode:
-            batch = StepBatch.decode_only(ctx_after)
+            batch = StepBatch.decode_only(ctx_after, dec_drafts)
         else:
             pre = ~decode
-            batch = StepBatch(new[pre], ctx_after[pre], ctx_after[decode])
+            batch = StepBatch(new[pre], ctx_after[pre], ctx_after[decode], dec_drafts)
         self.t += float(self.step_time(batch)) + self.cfg.cpu_overhead_s
         self.steps += 1
         self.seq_steps += int(ids.size)
@@ -266,7 +331,9 @@ class _Engine:
         computed[ids] = ctx_after
         gen = ids[sampled]
         self.all_decoding = gen.size == ids.size == len(self.running)
-        if gen.size:
+        if gen.size and dec_drafts is not None:
+            self._advance_spec(ids, sampled, decode, dec_drafts, all_decode)
+        elif gen.size:
             out = self.out[gen] + 1
             self.out[gen] = out
             total[gen] += 1
@@ -274,6 +341,27 @@ class _Engine:
                 fresh = gen[np.isnan(self.first[gen])]
                 self.first[fresh] = self.t
             self._finish(gen[out == self.target[gen]])
+
+    def _advance_spec(self, ids: np.ndarray, sampled: np.ndarray, decode: np.ndarray, drafts: np.ndarray,
+                      all_decode: bool) -> None:
+        """Speculative decoding: a decoding request gains the tokens its accumulator crosses (the
+        accepted drafts and one of the target's), a prompt's last chunk its first token."""
+        dec_ids = ids[decode]
+        before = self.acc[dec_ids]
+        after = before + self.units[drafts]
+        self.acc[dec_ids] = after
+        gain_all = np.ones(ids.size, np.int64)
+        gain_all[decode] = after // PROGRESS_UNIT - before // PROGRESS_UNIT
+        gen = ids[sampled]
+        gain = np.minimum(gain_all[sampled], self.target[gen] - self.out[gen])
+        out = self.out[gen] + gain
+        self.out[gen] = out
+        self.total[gen] += gain
+        self.computed[gen] += gain - 1  # the accepted drafts' KV is cached; the last token is not
+        if not all_decode:
+            fresh = gen[np.isnan(self.first[gen])]
+            self.first[fresh] = self.t
+        self._finish(gen[out == self.target[gen]])
 
     def _finish(self, fin: np.ndarray) -> None:
         if not fin.size:
@@ -296,12 +384,15 @@ class _Engine:
     def _decode_run(self) -> None:
         """Advance at once the pure-decode steps before the next event, when nothing can join."""
         cfg, running = self.cfg, self.running
-        if not running or len(running) > cfg.max_num_batched_tokens:
+        if not running or len(running) * (1 + self.k) > cfg.max_num_batched_tokens:
             return
         full = len(running) >= cfg.max_num_seqs
         if self.waiting and not (full or self.head_blocked):
             return
         if not self.all_decoding:
+            return
+        if self.k:
+            self._spec_run(full)
             return
         ids = np.array(running, np.int64)
         ctx = self.total[ids]  # step j feeds token ctx + j
@@ -341,6 +432,66 @@ class _Engine:
         self.total[ids] += k
         self.peak = max(self.peak, cfg.num_blocks - self.free)
         self._finish(ids[left == k])
+
+    def _spec_run(self, full: bool) -> None:
+        """`_decode_run` under speculative decoding: each step verifies k drafts per request and
+        request i gains p_i(j) = (acc_i + j U) // Q - acc_i // Q tokens in its first j steps."""
+        cfg, k, Q = self.cfg, self.k, PROGRESS_UNIT
+        ids = np.array(self.running, np.int64)
+        n = ids.size
+        ctx = self.total[ids]
+        left = self.target[ids] - self.out[ids]
+        acc = self.acc[ids]
+        U = int(self.units[k])
+        base = acc // Q
+        to_finish = -(-((base + left) * Q - acc) // U)  # steps until each request has its answer
+        steps = int(to_finish.min())
+        held_sum = int(self.held[ids].sum())
+
+        def gained(j: int) -> np.ndarray:
+            g: np.ndarray = (acc + j * U) // Q - base
+            return g
+
+        def extra(m: int) -> int:  # blocks the first m steps add: context + k lookahead slots
+            return int(self.blocks.many(ctx + gained(m - 1) + k).sum()) - held_sum
+
+        if extra(steps) > self.free:
+            lo, hi = 0, steps
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if extra(mid) <= self.free:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            steps = lo
+            if steps == 0:
+                return
+        j = np.arange(steps, dtype=np.int64)
+        p = (acc[None, :] + j[:, None] * U) // Q - base[None, :]  # (steps, n) tokens gained before step j
+        sums = int(ctx.sum()) + p.sum(axis=1)
+        if self.spec_run is not None:
+            times = np.asarray(self.spec_run(n, sums, k), dtype=np.float64)
+        else:
+            drafts = np.full(n, k, np.int64)
+            times = np.array([self.step_time(StepBatch.decode_only(ctx + p[i], drafts)) for i in range(steps)],
+                             np.float64)
+        cum = (times + cfg.cpu_overhead_s).cumsum()
+        if not self.closed and not self.waiting and not full and self.next_arrival < self.n:
+            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] - self.t, side="left"))
+            steps = min(steps, m + 1)
+        self.t += float(cum[steps - 1])
+        self.steps += steps
+        self.seq_steps += steps * n
+        new_held = self.blocks.many(ctx + gained(steps - 1) + k)
+        self.free -= int(new_held.sum()) - held_sum
+        self.held[ids] = new_held
+        gain = np.minimum(gained(steps), left)
+        self.computed[ids] += gain
+        self.out[ids] += gain
+        self.total[ids] += gain
+        self.acc[ids] = acc + steps * U
+        self.peak = max(self.peak, cfg.num_blocks - self.free)
+        self._finish(ids[to_finish == steps])
 
     def _decode_times(self, ctx: np.ndarray, k: int) -> np.ndarray:
         if self.decode_run is not None:

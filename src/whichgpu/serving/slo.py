@@ -59,6 +59,10 @@ prompts and answers takes about 0.1-0.2 s (benchmarks/bench_serving_slo.py)."""
 STEADY = (0.25, 0.75)
 """The share of a probe's requests, by arrival order, whose latencies count (the middle half)."""
 
+Simulate = Callable[[Workload, StepTime, SchedulerConfig], ServingResult]
+"""How a probe is simulated: `scheduler.simulate`, or a setup's own (`model.ServingModel.simulator`:
+pipeline-parallel virtual engines)."""
+
 
 @dataclass(frozen=True)
 class Slo:
@@ -185,32 +189,34 @@ def steady_state(r: ServingResult, window: tuple[float, float] = STEADY) -> Serv
 
 
 def poisson_runner(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig,
-                   seed: int = 0, window: tuple[float, float] | None = STEADY) -> Callable[[float], ServingResult]:
+                   seed: int = 0, window: tuple[float, float] | None = STEADY, *,
+                   simulate_fn: Simulate = simulate) -> Callable[[float], ServingResult]:
     """``rate -> simulate(lengths at Poisson(rate, seed))``, latency over the ``window`` of the
     requests (`steady_state`; None: all of them): the probe of a rate search."""
     def run(rate: float) -> ServingResult:
-        r = simulate(Workload(lengths, Poisson(rate, seed)), step_time, config)
+        r = simulate_fn(Workload(lengths, Poisson(rate, seed)), step_time, config)
         return r if window is None else steady_state(r, window)
     return run
 
 
 def saturation_rate(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig,
-                    concurrency: int) -> ServingResult:
+                    concurrency: int, *, simulate_fn: Simulate = simulate) -> ServingResult:
     """A closed loop at ``concurrency`` over at least 4 x ``concurrency`` requests (``lengths``
     repeated as needed, so the ramp-up and the drain are a small part of the window); its
     ``requests_per_s`` is the ceiling of a rate search."""
     n = max(len(lengths), 4 * concurrency)
     tiled = RequestLengths(np.resize(lengths.input_len, n), np.resize(lengths.output_len, n))
-    return simulate(Workload(tiled, ClosedLoop(concurrency)), step_time, config)
+    return simulate_fn(Workload(tiled, ClosedLoop(concurrency)), step_time, config)
 
 
-def idle_run(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig) -> ServingResult:
+def idle_run(lengths: RequestLengths, step_time: StepTime, config: SchedulerConfig, *,
+             simulate_fn: Simulate = simulate) -> ServingResult:
     """Each request served alone (a closed loop of one): the least latency any rate can give. When
     every request has the same lengths one request stands for all."""
     same = bool((lengths.input_len == lengths.input_len[0]).all() and (lengths.output_len == lengths.output_len[0]).all())
     if same:
         lengths = RequestLengths(lengths.input_len[:1], lengths.output_len[:1])
-    return simulate(Workload(lengths, ClosedLoop(1)), step_time, config)
+    return simulate_fn(Workload(lengths, ClosedLoop(1)), step_time, config)
 
 
 def rate_sweep(run: Callable[[float], ServingResult], rates: Sequence[float]) -> list[tuple[float, ServingResult]]:

@@ -30,6 +30,20 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
 Decode attention is linear in the summed context (its bytes and FLOPs both are), and everything
 else depends on the token count only: a run of decode steps with a fixed batch is one evaluation
 plus a slope (`decode_run`), exactly what calling the step on each batch gives.
+
+Pipeline stages: a model may time layers ``first_layer .. last_layer - 1`` only, with or without
+the LM head and the host time per sequence (`pipeline.PipelineStepTime` sums the stages).
+
+Speculative decoding (`spec.py`), when the batch carries draft tokens: each decode request runs
+1 + d query tokens (d its drafts) through the GEMMs and the LM head (logits for every verified
+position); its attention reads its KV once with FLOPs x (1 + d). With ``speculative`` the drafter
+runs d sequential passes over the decoding requests: a draft model's whole forward (its GEMMs, LM
+head and KV reads) or, with no draft model, a one-layer head (EAGLE, DeepSeek MTP: one decoder
+layer of the target's shape, its attention over the context, and the target's LM head); and one
+pass over the step's prompt chunks. Approximations: every draft pass reads the context as at the
+step's start, and a pass runs one token per request (EAGLE's first pass over the accepted tokens
+is counted as one). The run of such steps is linear in the summed context too
+(`spec_decode_run`).
 """
 
 from __future__ import annotations
@@ -68,8 +82,22 @@ class StepModel:
     ep: int = 1
     precision: str = "bf16"
     kv_bytes: float = 2.0  # bytes of one cached K or V value (FP8 KV cache: 1)
+    first_layer: int = 0
+    """The decoder layers this model times: first_layer .. last_layer - 1 (a pipeline stage's)."""
+    last_layer: int | None = None
+    """Exclusive end of the layers timed; None: every layer."""
+    lm_head: bool = True
+    """Whether the final norm and LM head run here (a pipeline's last stage)."""
+    host: bool = True
+    """Whether the engine's host time per running sequence is charged here (once per pipeline)."""
+    speculative: bool = False
+    """Decode requests carrying draft tokens also pay the drafter's passes (`spec.py`)."""
+    draft: StepModel | None = None
+    """The draft model's step model (speculative, with a draft model); None: a one-layer draft head."""
     _fixed: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _rates: tuple[float, float] | None = field(default=None, repr=False)
+    _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+    _parts: tuple[float, float, float] | None = field(default=None, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
     @property
@@ -86,7 +114,12 @@ class StepModel:
 
     @property
     def _host_per_seq_s(self) -> float:
-        return self.engine.step_host_us_per_seq * 1e-6
+        return self.engine.step_host_us_per_seq * 1e-6 if self.host else 0.0
+
+    @property
+    def layer_span(self) -> tuple[int, int]:
+        """(first, end) of the decoder layers timed here."""
+        return self.first_layer, self.args.layers if self.last_layer is None else self.last_layer
 
     def _gemm(self, name: str, m: int, n: int, k: int, experts: float = 1.0, rows_per: int | None = None) -> Op:
         """A forward GEMM (m x k) @ (k x n) over `experts` weight matrices (grouped experts)."""
@@ -153,23 +186,42 @@ class StepModel:
         if got is not None:
             return got
         a, t = self.args, self.tp
-        total = sum(n * self._cost(self._layer_ops(layer, tokens)) for layer, n in layer_kinds(a, 0, a.layers))
+        lo, hi = self.layer_span
+        total = sum(n * self._cost(self._layer_ops(layer, tokens)) for layer, n in layer_kinds(a, lo, hi))
         if t > 1:
-            total += 2 * a.layers * collective_time("all_reduce", max(1, tokens) * a.hidden * ACT_BYTES, t,
-                                                    self.system, self.device.params)
-        s = max(1, sampled)
-        vocab = -(-a.vocab // t)
-        head = Op("lm_head", "matmul", "forward", "head", "bf16", 2.0 * s * vocab * a.hidden,
-                  s * a.hidden * ACT_BYTES + vocab * a.hidden * ACT_BYTES, s * vocab * 4.0, mm=(1, s, vocab, a.hidden))
-        total += self._cost([head])
+            total += 2 * (hi - lo) * self._all_reduce_s(tokens)
+        if self.lm_head:
+            total += self._cost([self._lm_head_op(sampled)])
         self._fixed[key] = total
         return total
+
+    def _all_reduce_s(self, tokens: int) -> float:
+        return collective_time("all_reduce", max(1, tokens) * self.args.hidden * ACT_BYTES, self.tp, self.system,
+                               self.device.params)
+
+    def _lm_head_op(self, sampled: int) -> Op:
+        a = self.args
+        s = max(1, sampled)
+        vocab = -(-a.vocab // self.tp)
+        return Op("lm_head", "matmul", "forward", "head", "bf16", 2.0 * s * vocab * a.hidden,
+                  s * a.hidden * ACT_BYTES + vocab * a.hidden * ACT_BYTES, s * vocab * 4.0, mm=(1, s, vocab, a.hidden))
 
     def _decode_rates(self) -> tuple[float, float]:
         """(seconds per cached position read by decode attention over all layers, per-step
         latency of the attention kernels)."""
         if self._rates is not None:
             return self._rates
+        mem, comp, lat = self._attention_parts()
+        lo, hi = self.layer_span
+        attn_layers = hi - lo
+        self._rates = (attn_layers * max(mem, comp), attn_layers * lat)
+        return self._rates
+
+    def _attention_parts(self) -> tuple[float, float, float]:
+        """Decode attention of one layer: (memory seconds, compute seconds for one query token) per
+        cached position, and the kernel's latency."""
+        if self._parts is not None:
+            return self._parts
         a, t = self.args, self.tp
         dev = self.device
         heads = max(1, a.heads // t)
@@ -180,14 +232,10 @@ class StepModel:
             kv = max(1, a.kv_heads // t)
             kv_per_pos = 2 * kv * a.head_dim * self.kv_bytes
             flops_per_pos = 4.0 * heads * a.head_dim
-        attn_layers = a.layers
         bw = dev.bw * dev.mem_ceiling
         rate = dev.rate("bf16")
-        mem = kv_per_pos / bw
-        comp = flops_per_pos / (rate.flops * rate.ceiling)
-        lat = self._launch_s
-        self._rates = (attn_layers * max(mem, comp), attn_layers * lat)
-        return self._rates
+        self._parts = (kv_per_pos / bw, flops_per_pos / (rate.flops * rate.ceiling), self._launch_s)
+        return self._parts
 
     def _prefill_attention_s(self, batch: StepBatch) -> float:
         if batch.prefill_tokens.size == 0:
@@ -204,10 +252,13 @@ class StepModel:
         o = Op("attention.prefill", "attention", "forward", "layer", "bf16", flops,
                tokens * heads * a.qk_dim * ACT_BYTES + float(batch.prefill_context.sum()) * kv * a.qk_dim * 2 * ACT_BYTES,
                tokens * heads * a.v_dim * ACT_BYTES, mm=mm)
-        return a.layers * self._cost([o])
+        lo, hi = self.layer_span
+        return (hi - lo) * self._cost([o])
 
     # ---- the protocol -------------------------------------------------------------------
     def __call__(self, batch: StepBatch) -> float:
+        if batch.decode_drafts is not None:
+            return self._spec_step(batch, batch.decode_drafts)
         sampled = batch.num_decode + int(batch.prefill_tokens.size)
         per_pos, lat = self._decode_rates()
         dec = per_pos * batch.decode_context_sum + (lat if batch.num_decode else 0.0)
@@ -221,3 +272,71 @@ class StepModel:
         s0 = float(decode_context.sum())
         j = np.arange(steps, dtype=np.float64)
         return base + per_pos * (s0 + n * j)
+
+    # ---- speculative decoding ---------------------------------------------------------------
+    def _spec_step(self, batch: StepBatch, drafts: np.ndarray) -> float:
+        """A step whose decode requests verify 1 + drafts tokens each (GEMMs and the LM head over
+        all of them; decode attention reads each request's KV once, its FLOPs x (1 + drafts)),
+        plus the drafter's passes when `speculative`."""
+        ctx = batch.decode_context
+        q = 1 + drafts  # query tokens per decode request
+        verified = int(q.sum())
+        chunks = int(batch.prefill_tokens.size)
+        mem, comp, lat = self._attention_parts()
+        lo, hi = self.layer_span
+        attn = (hi - lo) * (float((ctx * np.maximum(mem, comp * q)).sum()) + lat) if ctx.size else 0.0
+        prefill_attn = self._prefill_attention_s(batch)
+        s = (self.fixed_s(batch.num_prefill_tokens + verified, chunks + verified) + attn
+             + prefill_attn + self._host_per_seq_s * (ctx.size + chunks))
+        if not self.speculative:
+            return s
+        if chunks:  # the drafter also runs over the prompt chunks (its own KV, its first proposals)
+            s += self._draft_prefill_s(batch, prefill_attn)
+        for m in range(1, int(drafts.max(initial=0)) + 1):  # draft pass m: the requests proposing an m-th token
+            on = drafts >= m
+            base, per_pos = self._draft_pass(int(on.sum()))
+            s += base + per_pos * float(ctx[on].sum())
+        return s
+
+    def _head_pass(self, tokens: int, sampled: int) -> float:
+        """A one-layer draft head over ``tokens`` tokens: one decoder layer of the target's shape
+        (its last), its all-reduces, and the LM head on ``sampled`` tokens (attention apart)."""
+        key = (tokens, sampled)
+        got = self._head_passes.get(key)
+        if got is None:
+            got = self._cost(self._layer_ops(self.args.layers - 1, tokens)) + self._cost([self._lm_head_op(sampled)])
+            if self.tp > 1:
+                got += 2 * self._all_reduce_s(tokens)
+            self._head_passes[key] = got
+        return got
+
+    def _draft_pass(self, n: int) -> tuple[float, float]:
+        """(seconds of one draft pass over ``n`` decoding requests but its KV reads, seconds per
+        cached position it reads)."""
+        if self.draft is not None:
+            per_pos, lat = self.draft._decode_rates()
+            return self.draft.fixed_s(n, n) + lat, per_pos
+        mem, comp, lat = self._attention_parts()
+        return self._head_pass(n, n) + lat, max(mem, comp)
+
+    def _draft_prefill_s(self, batch: StepBatch, prefill_attention_s: float) -> float:
+        """The drafter over the step's prompt chunks (``prefill_attention_s``: the target's)."""
+        chunks = int(batch.prefill_tokens.size)
+        if self.draft is not None:
+            return self.draft.fixed_s(batch.num_prefill_tokens, chunks) + self.draft._prefill_attention_s(batch)
+        lo, hi = self.layer_span
+        return self._head_pass(batch.num_prefill_tokens, chunks) + prefill_attention_s / (hi - lo)
+
+    def spec_decode_run(self, num_decode: int, context_sums: np.ndarray, drafts: int) -> np.ndarray:
+        """Pure-decode speculative steps (`batch.SpecRunStepTime`): every step costs the same but
+        for terms linear in the summed decode context."""
+        n, q = num_decode, 1 + drafts
+        mem, comp, lat = self._attention_parts()
+        lo, hi = self.layer_span
+        base = self.fixed_s(n * q, n * q) + (hi - lo) * lat + self._host_per_seq_s * n
+        slope = (hi - lo) * max(mem, comp * q)
+        if self.speculative and drafts:
+            pass_base, per_pos = self._draft_pass(n)
+            base += drafts * pass_base
+            slope += drafts * per_pos
+        return base + slope * np.asarray(context_sums, dtype=np.float64)

@@ -135,7 +135,30 @@ class Poisson:
         return np.cumsum(gaps)
 
 
-Arrival = ClosedLoop | Poisson
+@dataclass(frozen=True, eq=False)
+class Arrivals:
+    """Open loop at given send times (seconds, non-decreasing): a share of another arrival
+    sequence (a pipeline's virtual engine, `pipeline.py`) or a recorded trace."""
+
+    times_s: np.ndarray
+
+    def __post_init__(self) -> None:
+        t = np.asarray(self.times_s, dtype=np.float64)
+        if t.ndim != 1 or t.size == 0 or not np.isfinite(t).all() or (t < 0).any() or (np.diff(t) < 0).any():
+            raise InputError("arrival times must be a non-empty list of finite, non-decreasing seconds >= 0",
+                             field="arrivals")
+        object.__setattr__(self, "times_s", t)
+
+    def arrivals(self, num_requests: int) -> np.ndarray:
+        """The send times of the first ``num_requests`` requests."""
+        _check_count("num_requests", num_requests)
+        if num_requests > self.times_s.size:
+            raise InputError(f"{num_requests} requests but {self.times_s.size} arrival times", field="arrivals")
+        times: np.ndarray = self.times_s[:num_requests].copy()
+        return times
+
+
+Arrival = ClosedLoop | Poisson | Arrivals
 
 
 @dataclass(frozen=True)
