@@ -135,6 +135,12 @@ def test_no_price_gives_null_cost() -> None:
     (("--concurrency", "3", "--replicas", "2"), "--concurrency"),
     (("--rate", "1", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization"),
     (("--rate", "1", "--lengths", "x.csv"), "--lengths"),
+    (("--rate", "1", "--pp", "40"), "--pp"),  # more stages than the 32 layers
+    (("--rate", "1", "--spec-draft-len", "4"), "--spec-draft-len"),  # without an acceptance rate
+    (("--rate", "1", "--spec-draft-len", "4", "--spec-acceptance", "0"), "--spec-acceptance"),
+    (("--rate", "1", "--spec-draft-len", "17", "--spec-acceptance", "0.5"), "--spec-draft-len"),
+    (("--rate", "1", "--spec-draft-len", "4", "--spec-acceptance", "0.5", "--spec-draft-model", "qwen3-8b"),
+     "--spec-draft-model"),  # another tokenizer
 ])
 def test_bad_input_exit_2(args: tuple[str, ...], flag: str) -> None:
     res = invoke("serve", *BASE, *args)
@@ -160,3 +166,20 @@ def test_does_not_fit_exit_1() -> None:
     res = invoke("serve", "llama-3.1-8b", "--gpu", "rtx-4090", "--rate", "1", "--input-len", "100000",
                  "--output-len", "10")
     assert res.exit_code == 1 and "the longest that fits" in res.stderr
+
+
+def test_speculative_decoding_and_pipeline_parallelism() -> None:
+    plain = serve(*BASE, "--concurrency", "4")
+    spec = serve(*BASE, "--concurrency", "4", "--spec-draft-len", "4", "--spec-acceptance", "0.8")
+    assert spec["setup"]["speculative"] == {"draft_len": 4, "acceptance": 0.8, "draft_model": None}
+    assert plain["setup"]["speculative"] is None
+    # E = (1 - 0.8^5) / 0.2 = 3.36 tokens a step: decode is much faster per token, but not 3.36x (drafts cost)
+    assert spec["tpot_ms"]["mean"] < plain["tpot_ms"]["mean"] / 1.5
+    assert spec["tpot_ms"]["mean"] > plain["tpot_ms"]["mean"] / 3.36
+    assert "speculative" in spec["assumptions"]
+    pp = serve(*BASE, "--concurrency", "4", "--pp", "2")
+    assert (pp["setup"]["pp"], pp["setup"]["gpus_per_replica"], pp["setup"]["gpus"]) == (2, 2, 2)
+    # half the layers' weights per GPU (plus the embedding or LM head), more KV tokens per GPU
+    assert pp["memory"]["weights_gb_per_gpu"] < 0.6 * plain["memory"]["weights_gb_per_gpu"]
+    assert pp["kv_cache_tokens"] > plain["kv_cache_tokens"]
+    assert "pipeline" in pp["assumptions"]

@@ -50,9 +50,9 @@ def test_expected_tokens_per_verification_step() -> None:
 
 
 @pytest.mark.parametrize(("args", "field"), [
-    ((0, 0.5), "draft_len"), ((17, 0.5), "draft_len"), ((2.0, 0.5), "draft_len"), ((True, 0.5), "draft_len"),
-    ((4, 0.0), "acceptance"), ((4, 1.5), "acceptance"), ((4, -0.1), "acceptance"), ((4, float("nan")), "acceptance"),
-    ((4, 0.5, ""), "draft_model"),
+    ((0, 0.5), "spec_draft_len"), ((17, 0.5), "spec_draft_len"), ((2.0, 0.5), "spec_draft_len"), ((True, 0.5), "spec_draft_len"),
+    ((4, 0.0), "spec_acceptance"), ((4, 1.5), "spec_acceptance"), ((4, -0.1), "spec_acceptance"), ((4, float("nan")), "spec_acceptance"),
+    ((4, 0.5, ""), "spec_draft_model"),
 ])
 def test_bad_spec_inputs_are_one_line_errors(args: tuple[object, ...], field: str) -> None:
     with pytest.raises(InputError) as e:
@@ -61,8 +61,8 @@ def test_bad_spec_inputs_are_one_line_errors(args: tuple[object, ...], field: st
 
 
 @pytest.mark.parametrize(("kw", "field"), [
-    ({"spec": SpecDecode(4, 0.7, "no-such-model")}, "draft_model"),
-    ({"spec": SpecDecode(4, 0.7, "qwen3-8b")}, "draft_model"),  # another tokenizer
+    ({"spec": SpecDecode(4, 0.7, "no-such-model")}, "spec_draft_model"),
+    ({"spec": SpecDecode(4, 0.7, "qwen3-8b")}, "spec_draft_model"),  # another tokenizer
     ({"spec": SpecDecode(4, 0.7), "pp": 2}, "pp"),
 ])
 def test_bad_spec_setups_are_one_line_errors(kw: dict[str, object], field: str) -> None:

@@ -157,6 +157,10 @@ def test_the_web_never_takes_a_path_or_a_factory(client: TestClient, tmp_path: P
         msg = error_of(client, "plan", model=model, gpu="h100")
         assert "the web app takes a zoo name or an uploaded config.json, not a path" in msg
     assert "unknown model" in error_of(client, "plan", model="some/dir", gpu="h100")
+    # a speculative-decoding draft model is a model too
+    msg = error_of(client, "serve", model="llama-3.1-8b", gpu="h100", rate=1, input_len=10, output_len=10,
+                   spec_draft_len=2, spec_acceptance=0.5, spec_draft_model=str(config))
+    assert "not a path" in msg
 
 
 def test_post_body_must_be_a_json_object(client: TestClient) -> None:

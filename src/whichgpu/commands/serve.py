@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from whichgpu.serving.workload import RequestLengths
 
 RATE = Bound(0, 1e6, lo_open=True)  # requests per second, all replicas
+SPEC_DRAFT = Bound(1, 16)
+ACCEPTANCE = Bound(0, 1, lo_open=True)
 CONCURRENCY = Bound(1, 1 << 20)
 REQUESTS = Bound(1, 1_000_000)
 REPLICAS = Bound(1, 65536)
@@ -49,6 +51,14 @@ def serve_cmd(
     tp: int = int_option(1, "--tp", bound=limits.TP, help="Tensor-parallel degree of one replica."),
     ep: int = int_option(1, "--ep", bound=limits.TP, help="Expert-parallel degree, MoE models (1, or equal to --tp: "
                          "experts spread over the tensor-parallel group)."),
+    pp: int = int_option(1, "--pp", bound=limits.TP, help="Pipeline-parallel stages of one replica (each of --tp "
+                         "GPUs; vLLM runs one batch per stage)."),
+    spec_draft_len: int = int_option(None, "--spec-draft-len", bound=SPEC_DRAFT, help="Speculative decoding: draft "
+                                     "tokens proposed per step (with --spec-acceptance)."),
+    spec_acceptance: float = float_option(None, "--spec-acceptance", bound=ACCEPTANCE, help="Speculative decoding: "
+                                          "the chance each draft token is accepted (0-1]."),
+    spec_draft_model: str = typer.Option(None, "--spec-draft-model", help="Speculative decoding: a zoo LLM as the "
+                                         "draft model (default: a one-layer draft head, EAGLE / MTP style)."),
     replicas: int = int_option(1, "--replicas", bound=REPLICAS, help="Identical engine replicas behind a load "
                                "balancer; the load is split evenly over them."),
     engine: str = typer.Option("vllm", "--engine", help="vllm, sglang or tensorrt-llm."),
@@ -92,7 +102,8 @@ def serve_cmd(
     from whichgpu.report.serve import serve_document
 
     rep = serve_run(
-        model, gpu=gpu, system=system, tp=tp, ep=ep, replicas=replicas, engine=engine, concurrency=concurrency,
+        model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, spec_draft_len=spec_draft_len,
+        spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine, concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
         precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
@@ -117,7 +128,9 @@ def serve_cmd(
 
 
 def serve_run(
-    model: str, *, gpu: str | None = None, system: str | None = None, tp: int = 1, ep: int = 1, replicas: int = 1,
+    model: str, *, gpu: str | None = None, system: str | None = None, tp: int = 1, ep: int = 1, pp: int = 1,
+    spec_draft_len: int | None = None, spec_acceptance: float | None = None, spec_draft_model: str | None = None,
+    replicas: int = 1,
     engine: str = "vllm", concurrency: int | None = None, rate: float | None = None, input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
     precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
@@ -132,7 +145,6 @@ def serve_run(
     from whichgpu.report.serve import ServeReport
     from whichgpu.serving.kv import vllm_batch_defaults
     from whichgpu.serving.model import Setup, build
-    from whichgpu.serving.scheduler import SchedulerConfig, simulate
     from whichgpu.serving.slo import (
         PERCENTILES,
         Slo,
@@ -160,8 +172,11 @@ def serve_run(
     named = get_system(catalog, system)
     g = get_catalog(catalog).get(gpu_names(gpu, named))
     sys_ = system_for(g, named, catalog)
-    gpus_per_replica = max(tp, ep)
-    if gpus_per_replica > sys_.gpus_per_node:
+    if (spec_draft_len is None) != (spec_acceptance is None):
+        raise InputError("speculative decoding needs both --spec-draft-len and --spec-acceptance", field="spec_draft_len")
+    if spec_draft_model is not None and spec_draft_len is None:
+        raise InputError("--spec-draft-model needs --spec-draft-len and --spec-acceptance", field="spec_draft_model")
+    if max(tp, ep) > sys_.gpus_per_node:
         raise InputError(f"tensor parallelism {tp} exceeds the {sys_.gpus_per_node} GPUs of one {sys_.name}: a "
                          "replica serves from one node", field="tp")
     total_bytes = int(g.memory_gb * 1e9)
@@ -170,12 +185,19 @@ def serve_run(
     mns = max_num_seqs or d_seqs
 
     # ---- the engine ----
-    sm = build(Setup(model, g, sys_, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype, engine=engine))
+    spec = None
+    if spec_draft_len is not None and spec_acceptance is not None:
+        from whichgpu.serving.spec import SpecDecode
+
+        spec = SpecDecode(spec_draft_len, spec_acceptance, spec_draft_model)
+    sm = build(Setup(model, g, sys_, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype, engine=engine, pp=pp,
+                     spec=spec))
+    gpus_per_replica = max(tp, ep) * pp
     max_seq_len = int((pool.input_len + pool.output_len).max())
     cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
                       max_num_batched_tokens=mbt, max_num_seqs=mns)
-    cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
-                                        cpu_overhead_s=sm.cpu_overhead_s, prefix_cache_hit_rate=prefix_cache_hit_rate)
+    cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
+                              prefix_cache_hit_rate=prefix_cache_hit_rate)
 
     # ---- the run: one replica, its share of the load ----
     per_conc = concurrency // replicas if concurrency is not None else None
@@ -183,7 +205,7 @@ def serve_run(
     n = requests or (max(1000, 10 * per_conc) if per_conc is not None else 1000)
     reqs = _draw(pool, fixed, n, seed)
     arrival = ClosedLoop(per_conc) if per_conc is not None else Poisson(float(per_rate or 0.0), seed)
-    result = simulate(Workload(reqs, arrival), sm.step_time, cfg)
+    result = sm.simulate(Workload(reqs, arrival), cfg)
 
     # ---- SLO search and the rate sweep ----
     slo = None
@@ -195,12 +217,12 @@ def serve_run(
         sat_conc = max(1, min(mns, int(cap.max_concurrency)))
         n_probe = probe_requests(sat_conc)
         probe_reqs = _draw(pool, fixed, n_probe, seed)
-        ceiling = saturation_rate(probe_reqs, sm.step_time, cfg, sat_conc).requests_per_s
-        runner = poisson_runner(probe_reqs, sm.step_time, cfg, seed)
+        ceiling = saturation_rate(probe_reqs, sm.step_time, cfg, sat_conc, simulate_fn=sm.simulator).requests_per_s
+        runner = poisson_runner(probe_reqs, sm.step_time, cfg, seed, simulate_fn=sm.simulator)
         if slo_ttft_ms is not None or slo_tpot_ms is not None:
             slo = Slo(None if slo_ttft_ms is None else slo_ttft_ms / 1e3,
                       None if slo_tpot_ms is None else slo_tpot_ms / 1e3, slo_percentile)
-            slo_search = search(runner, slo, ceiling, idle=idle_run(probe_reqs, sm.step_time, cfg))
+            slo_search = search(runner, slo, ceiling, idle=idle_run(probe_reqs, sm.step_time, cfg, simulate_fn=sm.simulator))
         if sweep:
             curve = rate_sweep(runner, [ceiling * k / SWEEP_POINTS for k in range(1, SWEEP_POINTS + 1)])
 

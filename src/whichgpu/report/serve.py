@@ -94,7 +94,11 @@ def _run_doc(rep: ServeReport, r: ServingResult) -> dict[str, Any]:
 def _setup_doc(rep: ServeReport) -> dict[str, Any]:
     s = rep.serving.setup
     c = rep.config
-    return {"tp": s.tp, "ep": s.ep, "replicas": rep.replicas, "gpus_per_replica": rep.gpus_per_replica,
+    sp = s.spec
+    return {"tp": s.tp, "ep": s.ep, "pp": s.pp,
+            "speculative": None if sp is None else {"draft_len": sp.draft_len, "acceptance": sp.acceptance,
+                                                    "draft_model": sp.draft_model},
+            "replicas": rep.replicas, "gpus_per_replica": rep.gpus_per_replica,
             "gpus": rep.gpus, "engine": s.engine, "precision": s.precision, "kv_dtype": s.kv_dtype,
             "gpu_memory_utilization": rep.capacity.gpu_memory_utilization, "max_num_seqs": c.max_num_seqs,
             "max_num_batched_tokens": c.max_num_batched_tokens, "block_size": c.block_size,
@@ -228,7 +232,10 @@ def _num(x: float, digits: int = 4) -> str:
 def headline(rep: ServeReport) -> str:
     sm = rep.serving
     s = sm.setup
-    par = f"TP{s.tp}" + (f" EP{s.ep}" if s.ep > 1 else "")
+    par = f"TP{s.tp}" + (f" EP{s.ep}" if s.ep > 1 else "") + (f" PP{s.pp}" if s.pp > 1 else "")
+    if s.spec is not None:
+        par += (f", speculative decoding ({s.spec.draft_len} drafts at {s.spec.acceptance:g} acceptance, "
+                f"{s.spec.draft_model or 'draft head'})")
     reps = f", {rep.replicas} replicas" if rep.replicas > 1 else ""
     return (f"{sm.model_id} on {rep.gpus} x {s.gpu.name} ({s.system.name}): {s.engine}, {s.precision} weights, "
             f"{'FP8' if s.kv_dtype == 'fp8' else '16-bit'} KV cache, {par}{reps}")

@@ -288,13 +288,13 @@ def _drafter(a: DecoderArgs, spec: SpecDecode, setup: Setup, tp: int, dev: Devic
     try:
         draft_id, d, _ = planner_model(spec.draft_model)
     except InputError as e:
-        raise InputError(f"draft model: {e}", field="draft_model") from e
+        raise InputError(f"draft model: {e}", field="spec_draft_model") from e
     if d.vocab != a.vocab:
         raise InputError(f"draft model {draft_id} has a vocabulary of {d.vocab} tokens, the target {a.vocab}: "
-                         "they must share the tokenizer", field="draft_model")
+                         "they must share the tokenizer", field="spec_draft_model")
     if d.heads % tp or (d.kv_heads % tp and tp % d.kv_heads):
         raise InputError(f"tensor parallelism {tp} does not divide the attention heads of draft model {draft_id}",
-                         field="draft_model")
+                         field="spec_draft_model")
     dkv = kv_layout(layers=d.layers, kv_heads=d.kv_heads, head_dim=d.head_dim, kv_dtype_bytes=kv_bytes, tp=tp,
                     kv_lora_rank=d.kv_lora_rank, qk_rope_head_dim=d.qk_rope_dim)
     model = StepModel(d, dev, eng, setup.system, tp, 1, setup.precision, kv_bytes, host=False)

@@ -59,13 +59,13 @@ class SpecDecode:
         k = self.draft_len
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_DRAFT_LEN:
             raise InputError(f"draft length must be a whole number from 1 to {MAX_DRAFT_LEN}, got {k!r}",
-                             field="draft_len")
+                             field="spec_draft_len")
         a = self.acceptance
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a <= 1:
-            raise InputError(f"acceptance rate must be in (0, 1], got {a!r}", field="acceptance")
+            raise InputError(f"acceptance rate must be in (0, 1], got {a!r}", field="spec_acceptance")
         if self.draft_model is not None and not (isinstance(self.draft_model, str) and self.draft_model.strip()):
             raise InputError(f"draft model must be a model name or None, got {self.draft_model!r}",
-                             field="draft_model")
+                             field="spec_draft_model")
 
     @property
     def expected_tokens(self) -> float:

@@ -23,6 +23,8 @@ def _answered(schema: str, body: dict[str, Any], no: str | None) -> dict[str, An
 
 def _kwargs(raw: Mapping[str, object], table: Mapping[str, P.Param], need_model: bool = True) -> dict[str, Any]:
     kw = P.parse(raw, table)
+    if "spec_draft_model" in kw:  # a model too: a zoo name or an upload, never a path
+        kw["spec_draft_model"] = resolve_model(kw["spec_draft_model"])
     if "model" in kw:
         kw["model"] = resolve_model(kw["model"])
     elif need_model:
