@@ -38,7 +38,7 @@ def test_llm_training_per_source_and_gpu(llm: list[pv.Scored]) -> None:
     for gpu in ("A100", "H100", "B200", "GB200"):
         s = pv.summary(by[gpu])
         assert s["rows"] >= 2, gpu
-        assert abs(s["signed"]) <= 0.20, (gpu, s)  # GB200 reads +15 % today (see the planner note)
+        assert abs(s["signed"]) <= 0.12, (gpu, s)  # the widest today: H100 -8.2 %, GB200 +7.0 %
 
 
 def test_llm_training_lists_what_it_does_not_score(llm: list[pv.Scored]) -> None:
@@ -58,8 +58,7 @@ def test_vtrain_iteration_time() -> None:
         by[r.group].append(r)
     for g, v in by.items():
         assert pv.summary(v)["median"] <= 0.15, g
-    # regression guard, not the target (every job within 5%): 80 of 144 jobs today
-    assert sum(p["miss"] <= 0.05 for p in picks) >= 78
+    assert sum(p["miss"] <= 0.05 for p in picks) >= 95  # regression guard: 99 of 144 today (target: all)
     assert sorted(p["miss"] for p in picks)[len(picks) // 2] <= 0.05
 
 
@@ -67,7 +66,7 @@ def test_llm_foundry_mfu() -> None:
     rows = pv.foundry_rows(DATA / "planner_dev" / "llm_foundry.csv")
     s = pv.summary(rows)
     assert s["rows"] == 139
-    assert s["median"] <= 0.10 and s["p90"] <= 0.20  # the target (median); 5.9 % / 16.6 % today
+    assert s["median"] <= 0.10 and s["p90"] <= 0.20  # the target (median); 4.9 % / 12.2 % today
     assert abs(s["signed"]) <= 0.05
     # per GPU and per sequence length: no band of the table is biased (the FlashAttention-1 kernel
     # of attn_impl: triton is what makes long sequences read right, not a fit)

@@ -461,9 +461,9 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     fixed = eng.step_host_ms_train * 1e-3
     step = makespan + dp_exposed + split["optimizer"] + fixed
     if plan.dp * plan.pp > 1:
-        # Synchronous ranks wait for the slowest (perf/params.toml dp_jitter, the expected maximum of
-        # N jittered times); a step of m micro-batches averages m independent draws: jitter / sqrt(m).
-        jitter = step * params.dp_jitter / math.sqrt(m) * math.sqrt(2.0 * math.log(plan.dp * plan.pp))
+        # Synchronous ranks wait for the slowest once a step (perf/params.toml planner_dp_jitter,
+        # the expected maximum of N jittered step times), however many micro-batches it holds.
+        jitter = step * params.planner_dp_jitter * math.sqrt(2.0 * math.log(plan.dp * plan.pp))
         step += jitter
         fixed += jitter
     split["overhead"] = fixed

@@ -49,6 +49,7 @@ class PerfParams:
     w_per_tflops_blackwell: float
     ddp_overlap: float
     dp_jitter: float
+    planner_dp_jitter: float
     nccl_efficiency: float
     tp_collective_us: float
     sparse_speedup: float
