@@ -115,6 +115,16 @@ def test_engine_host_time_per_request_and_moe_kernel_efficiency() -> None:
     # ... and the expert GEMMs take 1 / moe_efficiency as long: the step grows by less than that
     slower = no_host(b) / plain(b)
     assert 1.05 < slower < 1 / eng.moe_efficiency
+    # the engine's weight streaming: a small dense decode step, bound by the weight reads, slows by
+    # nearly 1 / weight_stream_efficiency; a long prefill (compute-bound) barely moves
+    dense8 = _model()
+    full = fresh(dense8.step_time, weight_stream_efficiency=1.0, step_host_us_per_seq=0.0)
+    ours = fresh(dense8.step_time, step_host_us_per_seq=0.0)
+    one = StepBatch.decode_only(np.array([256]))
+    w = dense8.step_time.engine.weight_stream_efficiency
+    assert w < 1 and 0.8 / w < ours(one) / full(one) <= 1 / w + 1e-9
+    pre = StepBatch(np.array([8192]), np.array([0]), np.zeros(0, np.int64))
+    assert ours(pre) / full(pre) < 1.05
     # a dense model's step does not change with the MoE efficiency
     dense = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8")
     a = fresh(dense.step_time, step_host_us_per_seq=0.0)

@@ -270,6 +270,8 @@ def build(setup: Setup) -> ServingModel:
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
                   + f", {cpu * 1e3:g} ms host time per step"
                   + (f" and {eng.step_host_us_per_seq:g} us per running request" if eng.step_host_us_per_seq else "")
+                  + (f", GEMM weights read at {eng.weight_stream_efficiency:g} of the memory roofline"
+                     if eng.weight_stream_efficiency < 1 else "")
                   + (f", MoE expert GEMMs at {eng.moe_efficiency:g} of the GEMM roofline"
                      if a.experts and eng.moe_efficiency < 1 else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),

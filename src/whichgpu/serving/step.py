@@ -21,6 +21,10 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
 * The engine's MoE kernels: the grouped expert GEMMs reach `moe_efficiency` of the GEMM roofline
   (engine profile; vLLM's and SGLang's fused-MoE Triton kernels stream expert weights slower than
   TensorRT-LLM's CUTLASS grouped GEMMs).
+* The engine's GEMM kernels read weights at `weight_stream_efficiency` of the memory roofline
+  (engine profile; 1: TensorRT-LLM's, which the dev rows' small-batch decode steps match): the
+  weight bytes are counted 1 / that, so memory-bound (decode) GEMMs slow and compute-bound
+  (prefill) ones do not.
 * Host time per running sequence (`step_host_us_per_seq`, engine profile): the Python scheduler's,
   sampler's and output processor's work for each request of the step, on the step's critical path.
 * The LM head on the sampled tokens only (one per decoding request and per prompt whose last
@@ -129,6 +133,7 @@ class StepModel:
         tags = ("wq",) if p == "int4" else ()
         b = max(1, round(experts))
         mm = (b, max(1, rows_per if rows_per is not None else m), n, k)
+        w /= self.engine.weight_stream_efficiency  # the engine's kernels stream weights below the roofline
         return Op(name, "matmul", "forward", "layer", GEMM_PATH[p], f, m * k * ACT_BYTES + experts * k * n * w,
                   m * n * ACT_BYTES, mm=mm, tags=tags)
 
