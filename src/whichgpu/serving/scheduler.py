@@ -404,17 +404,9 @@ class _Engine:
         def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
             return int(self.blocks.many(ctx + steps - 1).sum()) - held_sum
 
-        if extra(k) > self.free:  # largest k whose blocks fit (extra() is non-decreasing)
-            lo, hi = 0, k
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if extra(mid) <= self.free:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            k = lo
-            if k == 0:
-                return
+        k = _most_steps_that_fit(k, extra, self.free)
+        if k == 0:
+            return
         times = self._decode_times(ctx, k) + cfg.cpu_overhead_s
         cum = times.cumsum()
         if not self.closed and not self.waiting and not full and self.next_arrival < self.n:
@@ -455,17 +447,9 @@ class _Engine:
         def extra(m: int) -> int:  # blocks the first m steps add: context + k lookahead slots
             return int(self.blocks.many(ctx + gained(m - 1) + k).sum()) - held_sum
 
-        if extra(steps) > self.free:
-            lo, hi = 0, steps
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if extra(mid) <= self.free:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            steps = lo
-            if steps == 0:
-                return
+        steps = _most_steps_that_fit(steps, extra, self.free)
+        if steps == 0:
+            return
         j = np.arange(steps, dtype=np.int64)
         p = (acc[None, :] + j[:, None] * U) // Q - base[None, :]  # (steps, n) tokens gained before step j
         sums = int(ctx.sum()) + p.sum(axis=1)
@@ -498,6 +482,21 @@ class _Engine:
             return np.asarray(self.decode_run(ctx, k), dtype=np.float64)
         return np.array([self.step_time(StepBatch.decode_only(ctx + j)) for j in range(k)], np.float64)
 
+
+
+def _most_steps_that_fit(steps: int, extra: Callable[[int], int], free: int) -> int:
+    """The most of `steps` decode steps whose added KV blocks (`extra`, non-decreasing in the
+    steps) fit in `free` blocks: all of them, else the largest by bisection (0: not one)."""
+    if extra(steps) <= free:
+        return steps
+    lo, hi = 0, steps
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if extra(mid) <= free:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, budget: int, free: int,
                      blocks_of: Callable[[np.ndarray], np.ndarray]) -> tuple[int, np.ndarray, np.ndarray, int]:
