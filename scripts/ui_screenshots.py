@@ -1,7 +1,7 @@
 """Screenshots of the web app's pages (docs/img/ui-*.png), taken in headless Chromium (Playwright
 from PyPI driving the system's chromium: no browser download).
 
-    python scripts/ui_screenshots.py [--out docs/img]
+    python scripts/ui_screenshots.py [--out docs/img] [--page NAME ...]
 
 Starts `whichgpu ui` on a free port (its own trace cache unless $WHICHGPU_CACHE_DIR is set),
 opens each page at the URL below, waits for the answer and saves a full-page PNG. The first run
@@ -31,6 +31,8 @@ PAGES = {
             "&schedule=zb-h1&objective=time",
     "serve": "#serve?model=llama-3.1-8b&gpu=h100-sxm5-80gb&rate=5&input_len=1000&output_len=200&requests=300"
              "&precision=bf16&engine=vllm&slo_ttft_ms=500&slo_tpot_ms=20",
+    "serve-rate": "#serve-rate?model=llama-3.1-8b&rate=5&input_len=1000&output_len=200&slo_ttft_ms=500"
+                  "&slo_tpot_ms=50&slo_percentile=90&engine=vllm&precision=bf16&mode=rent",
 }
 
 
@@ -57,6 +59,7 @@ def start_server(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/img", help="Directory for ui-PAGE.png (default docs/img).")
+    ap.add_argument("--page", action="append", choices=sorted(PAGES), help="Only this page (repeatable; default all).")
     args = ap.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if chromium is None:
@@ -74,6 +77,8 @@ def main() -> None:
             browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             for name, frag in PAGES.items():
+                if args.page and name not in args.page:
+                    continue
                 page.goto(f"http://127.0.0.1:{port}/{frag}")
                 page.wait_for_selector("#result[data-ready]", timeout=300_000)
                 page.wait_for_timeout(300)  # the charts' last paint

@@ -3,8 +3,9 @@ chromium: no browser download). A real uvicorn server on a free port, its own tr
 
 Checked: the app loads with no console error; changing the model or the batch re-runs and updates
 the ranking (and the URL); an uploaded config.json becomes the model and a malformed one shows
-the server's one-line error; a shared URL reproduces the view in a fresh browser; no page makes a
-request to any host but the app's own."""
+the server's one-line error; the Serve tab's "which GPUs for a rate" mode ranks a two-GPU list
+and toggles back to one configuration; a shared URL reproduces the view in a fresh browser; no
+page makes a request to any host but the app's own."""
 
 from __future__ import annotations
 
@@ -124,6 +125,32 @@ def test_every_page_loads_without_console_errors(page: tuple[Any, Recorder], ser
     assert p.url.endswith("#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&precision=bf16&objective=time")
     assert p.inner_text("#result-title").startswith("llama-3-8b on 8 x NVIDIA H100")
     assert rec.errors == [] and rec.expected == []  # (and no other host: checked as the page closes)
+
+
+def test_the_serve_tab_ranks_gpus_for_a_rate(page: tuple[Any, Recorder], server: str) -> None:
+    p, rec = page
+    # two GPUs: seconds, where the whole catalog (the view's default) takes tens
+    p.goto(f"{server}/#serve-rate?model=llama-3.1-8b&rate=2&input_len=512&output_len=128&slo_tpot_ms=50"
+           "&gpu=h100-sxm5-80gb,rtx-4090")
+    n = answered(p)
+    assert p.is_hidden("#error")
+    assert p.get_attribute("#tabs button[aria-selected=true]", "data-page") == "serve"
+    assert p.get_attribute("#modes button[aria-selected=true]", "data-view") == "serve-rate"
+    assert "slo_ttft_ms=500" in p.url and "mode=buy" in p.url, "the view's defaults are in the URL"
+    assert p.inner_text("#result-title").startswith("llama-3.1-8b at 2 requests/s (512 prompt + 128 answer tokens)")
+    rows = p.locator("#serving-ranking tbody tr")
+    assert 1 <= rows.count() <= 5
+    layouts = p.eval_on_selector_all("#serving-ranking tbody td:nth-child(3)", "cs => cs.map(c => c.innerText)")
+    assert all("H100" in t or "4090" in t for t in layouts), layouts
+    assert p.locator("#serving-cost .bar-row").count() == rows.count(), "one bar per ranked row"
+    assert p.locator("#serving-out tbody tr").count() >= 1
+    assert "RTX 4090" in p.inner_text("#validated-note"), "predicted outside the GPUs serving is validated on"
+    p.click("#modes button[data-view=serve]")  # the other mode keeps the question, on its one GPU
+    answered(p, n)
+    assert p.url.startswith(f"{server}/#serve?model=llama-3.1-8b&gpu=h100-sxm5-80gb&rate=2&input_len=512")
+    assert p.inner_text("#result-title").startswith("llama-3.1-8b on 1 x NVIDIA H100")
+    assert p.locator("#serve-chart canvas").count() >= 1
+    assert rec.errors == []
 
 
 @needs_torch

@@ -3,7 +3,7 @@ and bad input. The answers are the CLI's --json documents (compared field for fi
 question is the same), bad input is HTTP 400 with the CLI's one-line message, uploads are
 size-limited (413) and parsed as data, no answer carries NaN or a traceback.
 
-plan, serve, gpus, models and uploads are torch-free; recommend, compare and fit capture GPT-2
+plan, serve, recommend-serving, gpus, models and uploads are torch-free; recommend, compare and fit capture GPT-2
 (a few seconds, once per module: the module has its own trace cache)."""
 
 from __future__ import annotations
@@ -288,6 +288,74 @@ def test_serve_bad_input_gets_the_cli_message(client: TestClient) -> None:
     assert (error_of(client, "serve", **{**SERVE, "rate": "-1"})
             == cli_error("serve", "llama-3.1-8b", "--gpu", "h100", "--rate", "-1"))
     assert error_of(client, "serve", **{**SERVE, "requests": "1000000"}).startswith("--requests: 1000000 is out of range")
+
+
+# ---- recommend-serving: which GPUs for a rate (torch-free) -------------------------------------------
+
+RATE = {"model": "llama-3.1-8b", "rate": "2", "input_len": "512", "output_len": "128", "slo_ttft_ms": "500",
+        "slo_tpot_ms": "50", "gpu": TWO_GPUS, "mode": "rent"}
+RATE_FLAGS = ("recommend", "llama-3.1-8b", "--rate", "2", "--input-len", "512", "--output-len", "128", "--slo-ttft-ms",
+              "500", "--slo-tpot-ms", "50", "--gpu", TWO_GPUS, "--rent")
+
+
+def test_recommend_serving_is_the_cli_ranking_and_runs_as_a_job(client: TestClient) -> None:
+    doc = get(client, "recommend-serving", **RATE)
+    assert doc["answer"] == "yes" and doc["reason"] is None
+    assert without(doc, "answer", "reason", "out_by_kind", "validated_on") == cli_json(*RATE_FLAGS)
+    assert doc["schema"] == api.SCHEMAS["recommend-serving"] == "whichgpu.recommend-serving/1"
+    ranked = doc["ranking"]
+    assert 1 <= len(ranked) <= 5 and {o["gpu"] for o in ranked} <= {"h100-sxm5-80gb", "rtx-4090"}
+    cost = [o["usd_per_million_output_tokens"] for o in ranked]
+    assert cost == sorted(cost) and all(o["meets_slo"] for o in ranked)
+    # the console's "out" lines, counted by kind; H100 SXM is one of the GPUs serving is validated on
+    assert sum(k["count"] for k in doc["out_by_kind"]) == len(doc["not_meeting"])
+    assert {k["kind"] for k in doc["out_by_kind"]} == {o["reason_kind"] for o in doc["not_meeting"]}
+    assert "H100-SXM5-80GB" in doc["validated_on"]
+    assert {o["gpu"]: o["validated_gpu"] for o in ranked + doc["not_meeting"]} == {"h100-sxm5-80gb": True,
+                                                                                   "rtx-4090": False}
+    # the page asks it as a job: the same answer (from memory)
+    job = client.post("/api/jobs", json={"endpoint": "recommend-serving", "params": RATE}).json()
+    for _ in range(500):
+        job = client.get(f"/api/jobs/{job['id']}").json()
+        if job["status"] == "done":
+            break
+        threading.Event().wait(0.01)
+    assert job["http_status"] == 200 and job["result"] == doc
+
+
+def test_recommend_serving_with_an_impossible_tpot_answers_no(client: TestClient) -> None:
+    doc = get(client, "recommend-serving", **{**RATE, "slo_tpot_ms": "1"})
+    assert doc["answer"] == "no" and doc["ranking"] == [] and doc["more_meeting"] == []
+    assert doc["reason"] == ("no GPU x TP configuration serves 2 requests/s of llama-3.1-8b within the targets on at "
+                             "most 8 GPUs (see the reasons listed; raise --max-gpus, relax the SLOs or lower the rate)")
+    assert doc["not_meeting"] and sum(k["count"] for k in doc["out_by_kind"]) == len(doc["not_meeting"])
+    flags = list(RATE_FLAGS)
+    flags[flags.index("--slo-tpot-ms") + 1] = "1"
+    assert without(doc, "answer", "reason", "out_by_kind", "validated_on") == cli_json(*flags, code=1)
+
+
+def test_recommend_serving_bad_input_gets_the_cli_message(client: TestClient) -> None:
+    m = "llama-3.1-8b"
+    assert (error_of(client, "recommend-serving", model=m, rate="2")  # a rate without a target
+            == cli_error("recommend", m, "--rate", "2")
+            == "--rate ranks serving configurations within latency targets: give --slo-ttft-ms and/or --slo-tpot-ms")
+    assert (error_of(client, "recommend-serving", model=m, slo_tpot_ms="50")
+            == cli_error("recommend", m, "--slo-tpot-ms", "50"))
+    for name, flag, value in (("rate", "--rate", "-1"), ("rate", "--rate", "abc"), ("max_gpus", "--max-gpus", "0"),
+                              ("slo_percentile", "--slo-percentile", "75"), ("engine", "--engine", "ollama"),
+                              ("precision", "--precision", "tf32"), ("input_len", "--input-len", "0")):
+        params = {"model": m, "rate": "2", "slo_tpot_ms": "50", name: value}
+        assert (error_of(client, "recommend-serving", **params)
+                == cli_error("recommend", m, "--rate", "2", "--slo-tpot-ms", "50", flag, value)), name
+    assert (error_of(client, "recommend-serving", use_case="llm-finetune", rate="2", slo_tpot_ms="50")
+            == cli_error("recommend", "--use-case", "llm-finetune", "--rate", "2", "--slo-tpot-ms", "50"))
+    assert (error_of(client, "recommend-serving", model="resnet50-v1.5", rate="2", slo_tpot_ms="50")
+            == cli_error("recommend", "resnet50-v1.5", "--rate", "2", "--slo-tpot-ms", "50"))
+    assert error_of(client, "recommend-serving", model=m, rate="2", slo_tpot_ms="50", gpu="h100x").startswith(
+        cli_error("recommend", m, "--rate", "2", "--slo-tpot-ms", "50", "--gpu", "h100x"))
+    msg = error_of(client, "recommend-serving", model=m, rate="2", slo_tpot_ms="50", batch_size="4")
+    assert msg.startswith("unknown parameter 'batch_size'")  # a training flag is not a serving question's
+    assert "not a path" in error_of(client, "recommend-serving", model="./config.json", rate="2", slo_tpot_ms="50")
 
 
 # ---- config.json uploads --------------------------------------------------------------------------

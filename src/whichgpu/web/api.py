@@ -110,8 +110,26 @@ def serve(raw: Mapping[str, object]) -> dict[str, Any]:
     return _answered("whichgpu.serve/1", body, serve_no_answer(rep))
 
 
+def recommend_serving(raw: Mapping[str, object]) -> dict[str, Any]:
+    """whichgpu.recommend-serving/1 (`recommend --rate R --slo-...`) with ``out_by_kind`` (the
+    configurations out, counted by reason kind, as the console lists them) and ``validated_on``
+    (the GPUs the serving model is validated on; the rows' ``validated_gpu`` says which are)."""
+    from collections import Counter
+
+    from whichgpu.commands.recommend import recommend_serving_run
+    from whichgpu.recommend.serving import serving_body
+    from whichgpu.report.recommend_serving import KINDS, SCHEMA, VALIDATED_NAMES, no_answer
+
+    rec = recommend_serving_run(**_kwargs(raw, P.RECOMMEND_SERVING, need_model=False))
+    body = serving_body(rec)
+    body["out_by_kind"] = [{"kind": kind, "label": KINDS.get(kind, kind), "count": n}
+                           for kind, n in Counter(o.kind for o in rec.others).most_common()]
+    body["validated_on"] = sorted(VALIDATED_NAMES)
+    return _answered(SCHEMA, body, no_answer(rec))
+
+
 ENDPOINTS = {"gpus": gpus, "models": models, "recommend": recommend, "compare": compare, "fit": fit,
-             "plan": plan, "serve": serve}
+             "plan": plan, "serve": serve, "recommend-serving": recommend_serving}
 SCHEMAS = {"gpus": "whichgpu.gpus/1", "models": "whichgpu.models/1", "recommend": "whichgpu.recommend/1",
            "compare": "whichgpu.estimate/1", "fit": "whichgpu.memory/1", "plan": "whichgpu.plan/1",
-           "serve": "whichgpu.serve/1"}
+           "serve": "whichgpu.serve/1", "recommend-serving": "whichgpu.recommend-serving/1"}

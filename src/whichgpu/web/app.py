@@ -8,8 +8,8 @@ the JSON API (web/api.py).
   unexpected 500 with ``"internal error: ..."`` on one line (the traceback goes to the server's
   log, never the browser).
 - The library's calls block (a first capture takes seconds): they run in a worker thread, one at
-  a time (model capture is not known to be thread-safe), so the event loop keeps serving pages,
-  the catalog and uploads meanwhile. Answers are kept in a small LRU keyed by the normalised
+  a time (model capture is not known to be thread-safe; the catalog and zoo lookups do not
+  wait for them), so the event loop keeps serving pages, the catalog and uploads meanwhile. Answers are kept in a small LRU keyed by the normalised
   query; traces come from the on-disk trace cache as for the CLI.
 - The page asks its questions as jobs (POST /api/jobs, then GET /api/jobs/ID until done), so it
   can show the seconds spent while a slow answer is computed; GET/POST /api/NAME answer directly.
@@ -18,6 +18,7 @@ the JSON API (web/api.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -41,6 +42,8 @@ from whichgpu.web import api
 from whichgpu.web.uploads import MAX_BYTES, TooLargeError, scrub, store
 
 STATIC = Path(__file__).parent / "static"
+LIGHT = ("gpus", "models")
+"""Endpoints that only read the catalog or the zoo: answered beside a running computation."""
 CACHE_SIZE = 32
 """Answers kept in memory (a recommend answer is up to ~2 MB of JSON)."""
 _SLACK = 16 * 1024  # multipart framing around an upload
@@ -98,7 +101,8 @@ class Answers:
         self._lru = threading.Lock()
 
     def _compute(self, fn: Callable[[Mapping[str, object]], Any], key: Any, raw: Mapping[str, object]) -> Any:
-        with self._work:
+        # the catalog and the zoo are read-only lookups: they never wait behind a computation
+        with contextlib.nullcontext() if key[0] in LIGHT else self._work:
             with self._lru:
                 if key in self._cache:
                     return self._cache[key]

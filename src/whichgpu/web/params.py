@@ -163,6 +163,28 @@ SERVE: dict[str, Param] = {
     "seed": _i("--seed", serve_cmd.SEED),
 }
 
+# `recommend --rate R --slo-...` (recommend_serving_run): no --prices (a path) nor --price.
+RECOMMEND_SERVING: dict[str, Param] = {
+    "model": _s("MODEL"),
+    "use_case": _s("--use-case"),
+    "rate": _f("--rate", serve_cmd.RATE),
+    "slo_ttft_ms": _f("--slo-ttft-ms", serve_cmd.SLO_MS),
+    "slo_tpot_ms": _f("--slo-tpot-ms", serve_cmd.SLO_MS),
+    "slo_percentile": _i("--slo-percentile", Bound(50, 99)),
+    "input_len": _i("--input-len", limits.SEQ_LEN),
+    "output_len": _i("--output-len", limits.SEQ_LEN),
+    "precision": _s("--precision"),
+    "engine": _s("--engine"),
+    "gpu": _s("--gpu"),
+    "max_gpus": _i("--max-gpus", limits.MAX_GPUS),
+    "min_memory_gb": _f("--min-memory-gb", limits.MEMORY_GB),
+    "mode": _s("--buy/--rent", to="buy", choices=("buy", "rent")),
+    "hours_per_month": _f("--hours-per-month", limits.HOURS_PER_MONTH),
+    "years": _f("--years", limits.YEARS),
+    "electricity": _f("--electricity-usd-per-kwh", limits.USD_PER_KWH),
+    "top": _i("--top", limits.ROWS),
+}
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 

@@ -1,5 +1,6 @@
-/* whichgpu ui: one page, five views over the JSON API (/api/...). The view's state lives in the
-   URL's hash (#page?key=value&...), so a link reproduces it. Every figure comes from the server;
+/* whichgpu ui: one page, five tabs over the JSON API (/api/...); the Serve tab has two views (one
+   configuration, or which GPUs for a rate). The view's state lives in the URL's hash
+   (#view?key=value&...), so a link reproduces it. Every figure comes from the server;
    this file only lays out and draws. Charts: uPlot (vendored, static/vendor/uplot). */
 "use strict";
 
@@ -9,7 +10,9 @@ const USE_CASES = ["", "learning", "kaggle", "cv-research", "nlp-research", "llm
 const COLORS = ["#2f6fdb", "#e8833a", "#8a63d2", "#2e9e6b", "#c94f7c", "#7a8797", "#d6b33c", "#3fb0c9",
   "#9c5b3b", "#4d5fa8", "#6aa84f", "#c0392b", "#16a085"];
 
-/* One form per page: [name, label, kind, default, options]. kind: model, text, wide, number, select. */
+/* One form per view: [name, label, kind, default, options]. kind: model, text, wide, number, select.
+   A view is a tab's own unless it names its `tab` (then the tab's modes toggle between them) and
+   asks /api/NAME for its own name unless it names its `endpoint`. */
 const PAGES = {
   recommend: {
     title: "Recommend", fields: [
@@ -82,7 +85,27 @@ const PAGES = {
       ["slo_tpot_ms", "TPOT SLO ms", "number", ""],
     ],
   },
+  "serve-rate": {
+    title: "Serve: which GPUs for a rate", tab: "serve", endpoint: "recommend-serving",
+    hint: "each GPU x TP is simulated until the targets break; the whole catalog takes tens of seconds", fields: [
+      ["model", "model (decoder LLM)", "model", "llama-3.1-8b"],
+      ["rate", "requests/s", "number", "5"],
+      ["input_len", "prompt tokens", "number", "1000"],
+      ["output_len", "answer tokens", "number", "200"],
+      ["slo_ttft_ms", "TTFT SLO ms", "number", "500"],
+      ["slo_tpot_ms", "TPOT SLO ms", "number", "50"],
+      ["slo_percentile", "percentile", "select", "90", ["50", "90", "99"]],
+      ["engine", "engine", "select", "vllm", ["vllm", "sglang", "tensorrt-llm"]],
+      ["precision", "weights", "select", "bf16", ["bf16", "fp16", "fp8", "int8", "int4", "fp4"]],
+      ["mode", "buy or rent", "select", "buy", ["buy", "rent"]],
+      ["max_gpus", "max GPUs", "number", ""],
+      ["gpu", "GPUs (comma-separated; empty: every GPU)", "wide", ""],
+    ],
+  },
 };
+/* The views a tab toggles between: [view, label]. */
+const MODES = { serve: [["serve", "one configuration"], ["serve-rate", "which GPUs for a rate"]] };
+const tabOf = (view) => PAGES[view].tab || view;
 
 const state = { page: "recommend", params: {}, models: [], uploads: [], seq: 0, charts: [] };
 const $ = (id) => document.getElementById(id);
@@ -169,7 +192,11 @@ function renderForm() {
     return `<label>${esc(label)}${input}</label>`;
   }).join("");
   $("form").innerHTML = html;
-  document.querySelectorAll("#tabs button").forEach((b) => b.setAttribute("aria-selected", b.dataset.page === state.page ? "true" : "false"));
+  const modes = MODES[tabOf(state.page)];
+  $("modes").hidden = !modes;
+  $("modes").innerHTML = (modes || []).map(([view, label]) =>
+    `<button type="button" role="tab" data-view="${view}" aria-selected="${view === state.page}">${esc(label)}</button>`).join("");
+  document.querySelectorAll("#tabs button").forEach((b) => b.setAttribute("aria-selected", b.dataset.page === tabOf(state.page) ? "true" : "false"));
   document.title = `whichgpu — ${PAGES[state.page].title}`;
 }
 
@@ -201,12 +228,12 @@ async function run() {
   let job;
   try {
     let res = await fetch("/api/jobs", { method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ endpoint: page, params }) });
+      body: JSON.stringify({ endpoint: PAGES[page].endpoint || page, params }) });
     job = await res.json();
     while (res.ok && job.status === "running") {
       if (seq !== state.seq) return;
       $("status").textContent = `computing… ${job.elapsed_s.toFixed(1)} s` +
-        (job.elapsed_s > 1 ? " (a model's first trace takes seconds; then it is cached)" : "");
+        (job.elapsed_s > 1 ? ` (${PAGES[page].hint || "a model's first trace takes seconds; then it is cached"})` : "");
       await sleep(job.elapsed_s < 2 ? 150 : 400);
       res = await fetch(`/api/jobs/${job.id}`);
       job = await res.json();
@@ -468,7 +495,47 @@ function renderServe(doc, el) {
   if ((doc.notes || []).length) el.insertAdjacentHTML("beforeend", doc.notes.map((n) => `<p class="note">${esc(n)}</p>`).join(""));
 }
 
-const RENDER = { recommend: renderRecommend, compare: renderCompare, fit: renderFit, plan: renderPlan, serve: renderServe };
+/* ---- Serve: which GPUs for a rate ---------------------------------------------------------------- */
+
+const layoutOf = (o) => `${o.replicas > 1 ? o.replicas + " x " : ""}TP${o.tp} ${o.gpu_name}`;
+
+function renderServeRate(doc, el) {
+  const a = doc.ask || {};
+  const p = "P" + a.percentile, key = "_ms_p" + a.percentile;
+  const ranked = doc.ranking || [], out = doc.not_meeting || [];
+  const targets = [a.slo_ttft_ms !== null ? `TTFT ${p} ≤ ${fmt(a.slo_ttft_ms)} ms` : "",
+    a.slo_tpot_ms !== null ? `TPOT ${p} ≤ ${fmt(a.slo_tpot_ms)} ms` : ""].filter((t) => t).join(" and ");
+  let h = `<h2 id="result-title">${esc(a.model)} at ${fmt(a.rate_per_s)} requests/s (${esc(a.input_len)} prompt + ${esc(a.output_len)} answer tokens) with ${targets}: cheapest per million output tokens, ${esc(a.cost_mode)}</h2>`;
+  h += `<p class="note">${esc(a.engine)}, ${esc(a.precision)} weights, at most ${esc(a.max_gpus)} GPUs</p>`;
+  if (ranked.length) {
+    h += table([{ label: "#" }, { label: "GPUs" }, { label: "layout", t: 1 }, { label: "max req/s per replica" }, { label: `TTFT ${p} ms` },
+      { label: `TPOT ${p} ms` }, { label: "$/hour" }, { label: "$ per M output tokens" }],
+    ranked.map((o, i) => [i + 1, esc(o.gpus), esc(layoutOf(o)), fmt(o.max_rate_per_s_per_replica) + (o.capped ? " (saturation)" : ""),
+      fmt(o["ttft" + key]), fmt(o["tpot" + key]), fmt(o.usd_per_hour), fmt(o.usd_per_million_output_tokens)]), "serving-ranking");
+    h += `<p class="note">price of #1: ${esc(ranked[0].price_source)}</p>`;
+    const outside = [...new Set(ranked.filter((o) => !o.validated_gpu).map((o) => o.gpu_name))].sort();
+    if (outside.length) {
+      h += `<p class="note" id="validated-note">serving is validated on ${(doc.validated_on || []).map(esc).join(", ")} (<code>whichgpu validate-serve</code>); ${outside.map(esc).join(", ")} ${outside.length === 1 ? "is" : "are"} predicted outside that ground</p>`;
+    }
+    h += `<h3>$ per million output tokens</h3>` + stackedBars(ranked.map((o, i) => ({ label: `#${i + 1} ${layoutOf(o)}`,
+      parts: [["$ per M output tokens", o.usd_per_million_output_tokens]] })), "$/M", "serving-cost");
+  }
+  if ((doc.more_meeting || []).length) h += `<p class="note">${doc.more_meeting.length} more configurations meet the targets at a higher cost (the JSON at /api/recommend-serving lists them)</p>`;
+  if (out.length) {
+    h += `<h3>${out.length} configurations are out</h3>` + table([{ label: "count" }, { label: "why", t: 1 }, { label: "for example", t: 1, cls: "reason" }],
+      (doc.out_by_kind || []).map((k) => {
+        const e = out.find((o) => o.reason_kind === k.kind) || {};
+        return [esc(k.count), esc(k.label), `TP${esc(e.tp)} ${esc(e.gpu_name)}: ${esc(e.reason)}`];
+      }), "serving-out");
+    h += `<details><summary>every configuration that is out</summary>` + table([{ label: "layout", t: 1 }, { label: "why", t: 1, cls: "reason" }],
+      out.map((o) => [esc(`TP${o.tp} ${o.gpu_name}`), esc(o.reason)])) + `</details>`;
+  }
+  h += `<p class="note">assumptions: ${Object.entries(doc.assumptions || {}).map(([k, v]) => `${esc(k)}: ${esc(v)}`).join("; ")}</p>`;
+  el.insertAdjacentHTML("beforeend", h);
+}
+
+const RENDER = { recommend: renderRecommend, compare: renderCompare, fit: renderFit, plan: renderPlan, serve: renderServe,
+  "serve-rate": renderServeRate };
 
 /* ---- upload ------------------------------------------------------------------------------------ */
 
@@ -515,10 +582,21 @@ async function start() {
   writeHash();
   $("tabs").addEventListener("click", (ev) => {
     const page = ev.target.dataset && ev.target.dataset.page;
-    if (!page || page === state.page) return;
+    if (!page || page === tabOf(state.page)) return;
     const keep = formParams();
     state.page = page;
     state.params = keep.model && keep.model.startsWith("upload:") ? { model: keep.model } : {};  // an upload follows
+    renderForm();
+    writeHash();
+    schedule(0);
+  });
+  $("modes").addEventListener("click", (ev) => {
+    const view = ev.target.dataset && ev.target.dataset.view;
+    if (!view || view === state.page) return;
+    const keep = formParams();  // the same question in the other view: the fields both have (a GPU list is not one GPU)
+    state.page = view;
+    state.params = {};
+    for (const [name] of PAGES[view].fields) if (name !== "gpu" && keep[name]) state.params[name] = keep[name];
     renderForm();
     writeHash();
     schedule(0);
