@@ -142,3 +142,14 @@ def test_tensor_parallel_all_reduce_latency_grows_with_the_group() -> None:
     small = 8 * 8192 * 2
     t2, t8 = (collective_time("all_reduce", small, n, h, p) for n in (2, 8))
     assert t8 - t2 == pytest.approx(2 * p.tp_collective_us * 1e-6, rel=0.05)
+
+
+def test_fp8_weights_without_fp8_tensor_cores_are_weight_only() -> None:
+    # A100 has no FP8 tensor cores: FP8 weights are read as 1 byte and multiplied in 16-bit math
+    a100 = _model("llama-3.1-70b", "a100-sxm4-80gb", "dgx-a100", tp=4, precision="fp8")
+    h100 = _model("llama-3.1-70b", "h100-sxm5-80gb", "dgx-h100", tp=4, precision="fp8")
+    op_a = a100.step_time._gemm("mlp.up", 4096, 7168, 8192)
+    op_h = h100.step_time._gemm("mlp.up", 4096, 7168, 8192)
+    assert (op_a.dtype, op_a.tags) == ("bf16", ("wq",)) and (op_h.dtype, op_h.tags) == ("fp8", ())
+    assert op_a.bytes_read == op_h.bytes_read  # the same 1-byte weights
+    assert "no FP8 tensor cores" in a100.assumptions["weights"] and "tensor cores" not in h100.assumptions["weights"]

@@ -262,7 +262,10 @@ def build(setup: Setup) -> ServingModel:
                          draft=draft)
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
-                   f"embedding and LM head, {wb / 1e9:.1f} GB per GPU",
+                   f"embedding and LM head, {wb / 1e9:.1f} GB per GPU"
+                   + (f"; {setup.gpu.name} has no {setup.precision.upper()} tensor cores: weight-only, dequantised "
+                      "to 16-bit math (as vLLM's Marlin kernels run FP8 on Ampere)"
+                      if setup.precision in ("fp8", "int8") and not setup.gpu.peak(setup.precision) else ""),
         "parallelism": f"tensor parallel {tp}" + (f", expert parallel {ep}" if ep > 1 else "")
                        + (f", pipeline parallel {pp}" if pp > 1 else "")
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 else ""),

@@ -130,11 +130,14 @@ class StepModel:
         p = self.precision
         w = WEIGHT_BYTES[p]
         f = 2.0 * m * n * k
-        tags = ("wq",) if p == "int4" else ()
+        path = GEMM_PATH[p]
+        if p in ("fp8", "int8") and not self.device.spec.peak(p):
+            path = "bf16"  # no such tensor cores (FP8 before Hopper): weight-only, dequantised to 16-bit math
+        tags = ("wq",) if p == "int4" or path != GEMM_PATH[p] else ()
         b = max(1, round(experts))
         mm = (b, max(1, rows_per if rows_per is not None else m), n, k)
         w /= self.engine.weight_stream_efficiency  # the engine's kernels stream weights below the roofline
-        return Op(name, "matmul", "forward", "layer", GEMM_PATH[p], f, m * k * ACT_BYTES + experts * k * n * w,
+        return Op(name, "matmul", "forward", "layer", path, f, m * k * ACT_BYTES + experts * k * n * w,
                   m * n * ACT_BYTES, mm=mm, tags=tags)
 
     def _layer_ops(self, layer: int, tokens: int) -> list[Op]:
