@@ -148,6 +148,7 @@ def serve_run(
     from whichgpu.serving.slo import (
         PERCENTILES,
         Slo,
+        held_concurrency,
         idle_run,
         poisson_runner,
         probe_requests,
@@ -214,7 +215,7 @@ def serve_run(
     ceiling = None
     n_probe = None
     if slo_ttft_ms is not None or slo_tpot_ms is not None or sweep:
-        sat_conc = max(1, min(mns, int(cap.max_concurrency)))
+        sat_conc = held_concurrency(cap, mns)
         n_probe = probe_requests(sat_conc)
         probe_reqs = _draw(pool, fixed, n_probe, seed)
         ceiling = saturation_rate(probe_reqs, sm.step_time, cfg, sat_conc, simulate_fn=sm.simulator).requests_per_s

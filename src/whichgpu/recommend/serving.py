@@ -36,8 +36,10 @@ from typing import Any
 from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System, default_system
+from whichgpu.measure.serving_validate import validated_gpus
 from whichgpu.recommend.cost import CostModel, buy_usd_per_hour, rent_usd_per_hour
 from whichgpu.recommend.prices import UserPrice, resolve_prices
+from whichgpu.serving.slo import held_concurrency, probe_requests
 
 TP_DEGREES = (1, 2, 4, 8)
 PROBE_REQUESTS = 400
@@ -129,7 +131,7 @@ class ServingOption:
                 "kv_cache_tokens": self.kv_tokens, "usd_per_gpu_hour": self.usd_per_gpu_hour,
                 "usd_per_hour": self.usd_per_hour(), "usd_per_million_output_tokens": self.usd_per_million_tokens(ask),
                 "price_source": self.price_source, "reason": self.reason or None, "reason_kind": self.kind or None,
-                "validated_gpu": self.gpu.id in _validated()}
+                "validated_gpu": self.gpu.id in validated_gpus()}
 
 
 @dataclass
@@ -142,13 +144,6 @@ class ServingRecommendation:
     others: list[ServingOption]
     """The rest, each with its reason and kind."""
     assumptions: dict[str, str]
-
-
-def _validated() -> set[str]:
-    """The GPUs the serving dev rows measure (`whichgpu validate-serve`)."""
-    from whichgpu.measure.serving_validate import GPUS
-
-    return {gid for gid, _system in GPUS.values()}
 
 
 def _gpu_hour(g: GpuSpec, cost: CostModel, today: dt.date, user: dict[str, UserPrice]) -> tuple[float | None, str]:
@@ -232,7 +227,7 @@ def _search(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
 
 def opt_requests(cap: Any, seqs: int) -> int:
     """Requests per probe: at least PROBE_REQUESTS and 4 x the concurrency the replica holds."""
-    return max(PROBE_REQUESTS, 4 * max(1, min(seqs, int(cap.max_concurrency))))
+    return probe_requests(held_concurrency(cap, seqs), PROBE_REQUESTS)
 
 
 def _saturation(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
@@ -241,7 +236,7 @@ def _saturation(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
     from whichgpu.serving.workload import fixed_lengths
 
     sm, cap, cfg, seqs = ctx
-    conc = max(1, min(seqs, int(cap.max_concurrency)))
+    conc = held_concurrency(cap, seqs)
     reqs = fixed_lengths(ask.input_len, ask.output_len, opt_requests(cap, seqs))
     opt.ceiling_per_replica = saturation_rate(reqs, sm.step_time, cfg, conc).requests_per_s
 
@@ -263,7 +258,7 @@ def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
     def dec(c: int) -> float:
         return float(sm.step_time(StepBatch.decode_only(np.full(c, ask.input_len, np.int64))) + sm.cpu_overhead_s)
 
-    conc = max(1, min(seqs, int(cap.max_concurrency)))
+    conc = held_concurrency(cap, seqs)
     if ask.slo_tpot_ms is not None and dec(conc) > ask.slo_tpot_ms / 1e3:
         lo, hi = 1, conc  # largest c with dec(c) within the target (dec grows with c)
         while lo < hi:

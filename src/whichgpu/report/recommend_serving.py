@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from whichgpu.measure.serving_validate import GPUS
+from whichgpu.measure.serving_validate import validated_gpus
 from whichgpu.recommend.serving import ServingOption, ServingRecommendation
 from whichgpu.report.console import compact_table, console, say
 
 SCHEMA = "whichgpu.recommend-serving/1"
-VALIDATED = {gid for gid, _system in GPUS.values()}
-"""The GPUs the serving dev rows measure (measure/serving_validate.py)."""
-VALIDATED_NAMES = set(GPUS)
+VALIDATED = validated_gpus()
+"""The GPUs the serving dev rows measure, by catalog id (measure/serving_validate.py)."""
+VALIDATED_NAMES = set(VALIDATED.values())
 KINDS = {"price": "no price for the cost mode", "fit": "do not fit (weights or KV cache)",
          "slo": "miss the targets at any rate", "max-gpus": "need more GPUs than --max-gpus",
          "pruned": "cannot beat the top (bound), not searched"}

@@ -44,6 +44,7 @@ import numpy as np
 
 from whichgpu.errors import InputError
 from whichgpu.serving.batch import StepTime
+from whichgpu.serving.kv import KvCapacity
 from whichgpu.serving.results import LatencyStats, RequestTimes, ServingResult
 from whichgpu.serving.scheduler import SchedulerConfig, simulate
 from whichgpu.serving.workload import ClosedLoop, Poisson, RequestLengths, Workload
@@ -170,10 +171,16 @@ def search_max_rate(run: Callable[[float], ServingResult], slo: Slo, ceiling_per
     return SloSearch(slo, ceiling_per_s, lo, best, False, tuple(probes))
 
 
-def probe_requests(concurrency: int) -> int:
-    """Requests per probe: at least `PROBE_REQUESTS` and 4 x the concurrency the engine holds, so
-    that the measured middle half arrives after the load has built up."""
-    return max(PROBE_REQUESTS, 4 * concurrency)
+def held_concurrency(capacity: KvCapacity, max_num_seqs: int) -> int:
+    """The most requests the engine runs at once: its sequence cap or what its KV cache holds at
+    the longest length (at least one): the saturation closed loop's concurrency."""
+    return max(1, min(max_num_seqs, int(capacity.max_concurrency)))
+
+
+def probe_requests(concurrency: int, least: int = PROBE_REQUESTS) -> int:
+    """Requests per probe: at least `least` and 4 x the concurrency the engine holds, so that the
+    measured middle half arrives after the load has built up."""
+    return max(least, 4 * concurrency)
 
 
 def steady_state(r: ServingResult, window: tuple[float, float] = STEADY) -> ServingResult:

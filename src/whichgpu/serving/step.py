@@ -71,7 +71,6 @@ WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 
 GEMM_PATH = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "fp4": "fp4", "int4": "bf16"}
 PRECISIONS = tuple(WEIGHT_BYTES)
 ACT_BYTES = 2.0  # 16-bit activations
-EXPERT_GEMMS = ("experts.up", "experts.down")  # timed at the engine's moe_efficiency of the roofline
 
 
 @dataclass
@@ -114,7 +113,7 @@ class StepModel:
         lat = self._launch_s
         moe = self.engine.moe_efficiency
         return sum(op_cost(o, self.device, "max", lat, engine=self.engine, system=self.system)[0] * o.count
-                   / (moe if o.name.startswith(EXPERT_GEMMS) else 1.0) for o in ops)
+                   / (moe if "experts" in o.tags else 1.0) for o in ops)
 
     @property
     def _host_per_seq_s(self) -> float:
@@ -125,15 +124,17 @@ class StepModel:
         """(first, end) of the decoder layers timed here."""
         return self.first_layer, self.args.layers if self.last_layer is None else self.last_layer
 
-    def _gemm(self, name: str, m: int, n: int, k: int, experts: float = 1.0, rows_per: int | None = None) -> Op:
-        """A forward GEMM (m x k) @ (k x n) over `experts` weight matrices (grouped experts)."""
+    def _gemm(self, name: str, m: int, n: int, k: int, experts: float | None = None, rows_per: int | None = None) -> Op:
+        """A forward GEMM (m x k) @ (k x n); with `experts`, a grouped GEMM over that many expert
+        weight matrices (tagged "experts": timed at the engine's moe_efficiency)."""
         p = self.precision
         w = WEIGHT_BYTES[p]
         f = 2.0 * m * n * k
         path = GEMM_PATH[p]
         if p in ("fp8", "int8") and not self.device.spec.peak(p):
             path = "bf16"  # no such tensor cores (FP8 before Hopper): weight-only, dequantised to 16-bit math
-        tags = ("wq",) if p == "int4" or path != GEMM_PATH[p] else ()
+        tags = (("wq",) if p == "int4" or path != GEMM_PATH[p] else ()) + (("experts",) if experts is not None else ())
+        experts = 1.0 if experts is None else experts
         b = max(1, round(experts))
         mm = (b, max(1, rows_per if rows_per is not None else m), n, k)
         w /= self.engine.weight_stream_efficiency  # the engine's kernels stream weights below the roofline
