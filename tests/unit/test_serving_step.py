@@ -66,7 +66,7 @@ def test_prefill_costs_grow_with_the_cached_context() -> None:
 
 @pytest.mark.parametrize(("kw", "field"), [
     ({"tp": 3}, "tp"), ({"precision": "fp6"}, "precision"), ({"engine": "tgi"}, "engine"),
-    ({"kv_dtype": "int2"}, "kv_dtype"), ({"ep": 2}, "ep"),
+    ({"kv_dtype": "int2"}, "kv_dtype"), ({"ep": 2}, "ep"), ({"tp": 16}, "tp"),
 ])
 def test_bad_setups_are_one_line_errors(kw: dict[str, object], field: str) -> None:
     with pytest.raises(InputError) as e:
@@ -94,27 +94,33 @@ def test_tensorrt_llm_gives_the_kv_cache_a_fraction_of_the_free_memory() -> None
     assert cap.kv_cache_bytes == pytest.approx(0.9 * free, rel=1e-6)
 
 
-def test_engine_host_time_per_request_and_moe_kernel_efficiency() -> None:
+def test_engine_host_time_per_request_and_moe_layer_latency() -> None:
     from dataclasses import replace
 
     vllm = _model("qwen3-235b-a22b", "h200", "dgx-h200", tp=4, precision="fp8")
     trt = _model("qwen3-235b-a22b", "h200", "dgx-h200", tp=4, precision="fp8", engine="tensorrt-llm")
     eng = vllm.step_time.engine
-    assert eng.step_host_us_per_seq > 0 and 0 < eng.moe_efficiency < 1  # vLLM's profile (SGLang's too)
-    assert trt.step_time.engine.step_host_us_per_seq == 0 and trt.step_time.engine.moe_efficiency == 1
+    assert eng.step_host_us_per_seq > 0 and eng.moe_layer_us > 0  # vLLM's profile (SGLang's too)
+    assert trt.step_time.engine.step_host_us_per_seq == 0 and trt.step_time.engine.moe_layer_us == 0
     ctx = np.full(64, 1500)
     # the same step without the two terms: the host time is 64 x the per-request cost on top ...
     def fresh(step, **kw):  # type: ignore[no-untyped-def]  # the same step model under another engine, uncached
         return replace(step, engine=replace(step.engine, **kw), _fixed={}, _rates=None)
 
-    plain = fresh(vllm.step_time, step_host_us_per_seq=0.0, moe_efficiency=1.0)
+    plain = fresh(vllm.step_time, step_host_us_per_seq=0.0, moe_layer_us=0.0)
     no_host = fresh(vllm.step_time, step_host_us_per_seq=0.0)
     b = StepBatch.decode_only(ctx)
     assert vllm.step_time(b) - no_host(b) == pytest.approx(64 * eng.step_host_us_per_seq * 1e-6, rel=1e-9)
     assert vllm.step_time.decode_run(ctx, 3)[0] == pytest.approx(vllm.step_time(b), rel=1e-12)
-    # ... and the expert GEMMs take 1 / moe_efficiency as long: the step grows by less than that
-    slower = no_host(b) / plain(b)
-    assert 1.05 < slower < 1 / eng.moe_efficiency
+    # ... and each of Qwen3-235B's 94 MoE layers adds the fixed routing latency, whatever the batch
+    a = vllm.step_time.args
+    moe_layers = sum(1 for i in range(a.layers) if a.is_moe(i))
+    assert moe_layers == 94
+    for batch in (b, StepBatch.decode_only(np.full(2, 300)), StepBatch(np.array([4096]), np.array([4096]), ctx[:0])):
+        assert no_host(batch) - plain(batch) == pytest.approx(moe_layers * eng.moe_layer_us * 1e-6, rel=1e-9)
+    # the moe_efficiency knob (1 in the packaged profiles): the expert GEMMs take 1 / it as long
+    half = fresh(vllm.step_time, step_host_us_per_seq=0.0, moe_layer_us=0.0, moe_efficiency=0.5)
+    assert 1.05 < half(b) / plain(b) < 2.0
     # the engine's weight streaming: a small dense decode step, bound by the weight reads, slows by
     # nearly 1 / weight_stream_efficiency; a long prefill (compute-bound) barely moves
     dense8 = _model()
@@ -125,11 +131,11 @@ def test_engine_host_time_per_request_and_moe_kernel_efficiency() -> None:
     assert w < 1 and 0.8 / w < ours(one) / full(one) <= 1 / w + 1e-9
     pre = StepBatch(np.array([8192]), np.array([0]), np.zeros(0, np.int64))
     assert ours(pre) / full(pre) < 1.05
-    # a dense model's step does not change with the MoE efficiency
+    # a dense model's step changes with neither MoE term
     dense = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8")
-    a = fresh(dense.step_time, step_host_us_per_seq=0.0)
-    c = fresh(dense.step_time, step_host_us_per_seq=0.0, moe_efficiency=1.0)
-    assert a(b) == pytest.approx(c(b), rel=1e-12)
+    x = fresh(dense.step_time, step_host_us_per_seq=0.0)
+    y = fresh(dense.step_time, step_host_us_per_seq=0.0, moe_efficiency=0.5, moe_layer_us=0.0)
+    assert x(b) == pytest.approx(y(b), rel=1e-12)
 
 
 def test_tensor_parallel_all_reduce_latency_grows_with_the_group() -> None:

@@ -164,9 +164,6 @@ def serve_run(
                          field="concurrency")
     if slo_percentile not in PERCENTILES:
         raise InputError(f"must be 50, 90 or 99, got {slo_percentile}", field="slo_percentile")
-    if ep not in (1, tp):
-        raise InputError(f"expert parallelism spans the tensor-parallel group: give --ep 1 or --ep equal to --tp "
-                         f"({tp}), got {ep}", field="ep")
     if concurrency is not None and concurrency % replicas:
         raise InputError(f"--concurrency {concurrency} does not split evenly over {replicas} replicas", field="concurrency")
     pool, fixed = _lengths(input_len, output_len, lengths)
@@ -177,9 +174,6 @@ def serve_run(
         raise InputError("speculative decoding needs both --spec-draft-len and --spec-acceptance", field="spec_draft_len")
     if spec_draft_model is not None and spec_draft_len is None:
         raise InputError("--spec-draft-model needs --spec-draft-len and --spec-acceptance", field="spec_draft_model")
-    if max(tp, ep) > sys_.gpus_per_node:
-        raise InputError(f"tensor parallelism {tp} exceeds the {sys_.gpus_per_node} GPUs of one {sys_.name}: a "
-                         "replica serves from one node", field="tp")
     total_bytes = int(g.memory_gb * 1e9)
     d_tokens, d_seqs = vllm_batch_defaults(total_bytes, g.name)
     mbt = max_batched_tokens or d_tokens

@@ -50,9 +50,10 @@ ATTENTIONS = ("as-traced", "eager", "fused")
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required but the serving engines' three (step_host_us_per_seq,
-# moe_efficiency, weight_stream_efficiency; defaults 0, 1 and 1). Plausible ranges (packaged: 0-27 us per op, 0-15 ms per
-# step, 0.75-1.0 x bandwidth) are wide, and catch a typo (1e300, a unit off by 10^6).
+# Every field of both sections is required but the serving engines' four (step_host_us_per_seq,
+# moe_efficiency, moe_layer_us, weight_stream_efficiency; defaults 0, 1, 0 and 1). Plausible ranges
+# (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
+# catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {
     "launch": {
         "graphs": flag(required=True),
@@ -70,6 +71,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "quantized_bandwidth": number(required=True, lo=0.01, hi=100, unit="x the 16-bit GEMMs' bandwidth"),
         "grouped_kv": flag(required=True),
         "moe_efficiency": number(lo=0.01, hi=1.0, unit="x the GEMM roofline"),
+        "moe_layer_us": number("nonneg", hi=100_000, unit="us"),
         "weight_stream_efficiency": number(lo=0.01, hi=1.0, unit="x the memory roofline"),
     },
 }
@@ -95,6 +97,7 @@ class Engine:
     grouped_kv: bool = True  # decode attention reads each K/V head once for its query group (GQA)
     step_host_us_per_seq: float = 0.0  # serving: host time per running sequence per engine step
     moe_efficiency: float = 1.0  # serving: the grouped-expert GEMMs' fraction of the GEMM roofline
+    moe_layer_us: float = 0.0  # serving: fixed GPU time of an MoE layer's routing and expert dispatch per step
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
@@ -130,7 +133,8 @@ class Engine:
                 "fusion": self.fusion, "conv_layout": self.conv_layout, "attention": self.attention,
                 "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,
-                "moe_efficiency": self.moe_efficiency, "weight_stream_efficiency": self.weight_stream_efficiency,
+                "moe_efficiency": self.moe_efficiency, "moe_layer_us": self.moe_layer_us,
+                "weight_stream_efficiency": self.weight_stream_efficiency,
                 "sources": dict(self.sources)}
 
 

@@ -13,7 +13,8 @@ precision (blank: BF16), 5 x concurrency requests (at least 16).
 
 Not scored, listed with the reason: disaggregated rows (separate prefill and decode workers whose
 counts are mostly not published), attention data parallelism (DP attention), models without a
-packaged config.
+packaged config, and layouts `serve` refuses (`serving.model.build`: tensor parallelism over more
+GPUs than one node, expert parallelism over part of the tensor-parallel group).
 """
 
 from __future__ import annotations

@@ -212,6 +212,12 @@ def build(setup: Setup) -> ServingModel:
     if tp < 1 or a.heads % tp:
         raise InputError(f"tensor parallelism {tp} does not divide the {a.heads} attention heads of {model_id}",
                          field="tp")
+    if max(tp, ep) > setup.system.gpus_per_node:
+        raise InputError(f"tensor parallelism {tp} exceeds the {setup.system.gpus_per_node} GPUs of one "
+                         f"{setup.system.name}: a replica serves from one node", field="tp")
+    if ep not in (1, tp):
+        raise InputError(f"expert parallelism spans the tensor-parallel group: give --ep 1 or --ep equal to --tp "
+                         f"({tp}), got {ep}", field="ep")
     if ep > 1 and (not a.experts or a.experts % ep):
         raise InputError(f"expert parallelism {ep} needs an MoE model whose experts it divides "
                          f"({model_id}: {a.experts or 'no'} experts)", field="ep")
@@ -277,6 +283,8 @@ def build(setup: Setup) -> ServingModel:
                      if eng.weight_stream_efficiency < 1 else "")
                   + (f", MoE expert GEMMs at {eng.moe_efficiency:g} of the GEMM roofline"
                      if a.experts and eng.moe_efficiency < 1 else "")
+                  + (f", {eng.moe_layer_us:g} us per MoE layer per step for routing and expert dispatch"
+                     if a.experts and eng.moe_layer_us else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),
         "moe": "uniform routing: the experts a step reads are those its tokens reach" if a.experts else "dense",
         **notes,

@@ -18,9 +18,11 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
   grouped query heads share the read; MLA reads one latent per token), or its FLOPs where more.
 * Fused elementwise kernels (add + norm, rotary, the MLP activation) as memory passes; two
   all-reduces of the T x hidden activations per layer under tensor parallelism.
-* The engine's MoE kernels: the grouped expert GEMMs reach `moe_efficiency` of the GEMM roofline
-  (engine profile; vLLM's and SGLang's fused-MoE Triton kernels stream expert weights slower than
-  TensorRT-LLM's CUTLASS grouped GEMMs).
+* The engine's MoE kernels: the grouped expert GEMMs reach `moe_efficiency` of the GEMM roofline,
+  and each MoE layer costs `moe_layer_us` of fixed GPU time per step whatever its tokens (engine
+  profile: vLLM's fused-MoE path, which SGLang shares here, runs top-k routing, sorts the tokens by
+  expert into padded blocks and launches its grouped GEMMs and the reduction as separate small
+  kernels; a latency a small decode batch pays in full and a large one hides).
 * The engine's GEMM kernels read weights at `weight_stream_efficiency` of the memory roofline
   (engine profile; 1: TensorRT-LLM's, which the dev rows' small-batch decode steps match): the
   weight bytes are counted 1 / that, so memory-bound (decode) GEMMs slow and compute-bound
@@ -116,6 +118,11 @@ class StepModel:
                    / (moe if "experts" in o.tags else 1.0) for o in ops)
 
     @property
+    def _moe_layer_s(self) -> float:
+        """Fixed GPU time of one MoE layer per step: routing and dispatch kernels (engine profile)."""
+        return self.engine.moe_layer_us * 1e-6
+
+    @property
     def _host_per_seq_s(self) -> float:
         return self.engine.step_host_us_per_seq * 1e-6 if self.host else 0.0
 
@@ -196,7 +203,8 @@ class StepModel:
             return got
         a, t = self.args, self.tp
         lo, hi = self.layer_span
-        total = sum(n * self._cost(self._layer_ops(layer, tokens)) for layer, n in layer_kinds(a, lo, hi))
+        total = sum(n * (self._cost(self._layer_ops(layer, tokens)) + (self._moe_layer_s if a.is_moe(layer) else 0.0))
+                    for layer, n in layer_kinds(a, lo, hi))
         if t > 1:
             total += 2 * (hi - lo) * self._all_reduce_s(tokens)
         if self.lm_head:
