@@ -9,6 +9,9 @@ replay, gpt-fast, TensorRT-LLM, llama.cpp, vLLM, XLA). An engine says:
   the epilogue of the GEMM or convolution before them), whether convolutions run channels-last
   whatever the model's layout, how attention runs, whether FP16 GEMMs accumulate in FP16, and
   how fast its weight-only dequantising GEMMs stream weights relative to 16-bit ones;
+* serving (optional): host time per running request per step, the GEMMs' weight-read and the
+  grouped expert GEMMs' efficiencies, and the fixed GPU time of an MoE layer's routing and
+  expert dispatch per step (`serving/step.py`);
 * sources for every figure (numbers without a citation are fitted by scripts/fit_params.py
   on the dev validation corpus, and say so).
 
