@@ -212,7 +212,7 @@ def build(setup: Setup) -> ServingModel:
     if tp < 1 or a.heads % tp:
         raise InputError(f"tensor parallelism {tp} does not divide the {a.heads} attention heads of {model_id}",
                          field="tp")
-    if max(tp, ep) > setup.system.gpus_per_node:
+    if tp > setup.system.gpus_per_node:
         raise InputError(f"tensor parallelism {tp} exceeds the {setup.system.gpus_per_node} GPUs of one "
                          f"{setup.system.name}: a replica serves from one node", field="tp")
     if ep not in (1, tp):
