@@ -9,7 +9,10 @@ or median). Rows sharing ``measurement_group`` are one measurement re-labelled: 
 What each row is run with (stated in `ASSUMPTIONS`): the engine's default batch knobs (vLLM's
 max_num_seqs / max_num_batched_tokens by GPU, `serving.kv.vllm_batch_defaults`, for every engine),
 90 % of GPU memory for the engine, 16-bit KV cache unless the row says FP8, weights in the row's
-precision (blank: BF16), 5 x concurrency requests (at least 16).
+precision (blank: BF16), 10 x concurrency requests, the first C sent together (the benchmark
+length of AIConfigurator's own evaluation runners, ``aiconfigurator/eval/benchmarks``: genai-perf
+with ``--request-count`` 10 x concurrency, SGLang's bench_serving with ``--num-prompts`` 10 x
+concurrency and no warm-up; the rows do not say which harness measured them).
 
 Not scored, listed with the reason: disaggregated rows (separate prefill and decode workers whose
 counts are mostly not published), attention data parallelism (DP attention), models without a
@@ -43,10 +46,13 @@ def validated_gpus() -> dict[str, str]:
     return {gid: name for name, (gid, _system) in GPUS.items()}
 
 
+BENCH_REQUESTS_PER_CONCURRENCY = 10
+"""Requests per unit of concurrency each row's benchmark is simulated with (see the module doc)."""
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}
 ASSUMPTIONS = {
-    "workload": "closed loop at the row's concurrency, fixed isl / osl, 5 x concurrency requests (at least 16)",
+    "workload": "closed loop at the row's concurrency, fixed isl / osl, 10 x concurrency requests "
+                "(AIConfigurator's evaluation runners' benchmark length), the first wave sent together",
     "engine": "vLLM v1 scheduling for every engine (chunked prefill, the GPU's default max_num_seqs and "
               "max_num_batched_tokens), 90 % of GPU memory; SGLang with vLLM's kernel profile",
     "precision": "weights in the row's precision (blank: BF16); KV cache 16-bit unless kv_precision says FP8",
@@ -145,7 +151,7 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             cap = m.capacity(max_seq_len=isl + osl, max_num_batched_tokens=tokens, max_num_seqs=seqs)
             cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens,
                                                 cpu_overhead_s=m.cpu_overhead_s)
-            n = max(16, 5 * c)
+            n = BENCH_REQUESTS_PER_CONCURRENCY * c
             res = simulate(Workload(fixed_lengths(isl, osl, n), ClosedLoop(c)), m.step_time, cfg)
         except WhichGPUError as e:
             sc.reason = f"not expressible: {e}"
@@ -153,7 +159,7 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             continue
         sc.predicted_ttft_ms = res.ttft.mean * 1e3
         sc.predicted_tpot_ms = res.tpot.mean * 1e3
-        sc.extra = {"kv_tokens": cap.num_tokens, "preemptions": res.preemptions}
+        sc.extra = {"kv_tokens": cap.num_tokens, "preemptions": res.preemptions, "requests": n}
         out.append(sc)
         if limit and sum(1 for s in out if s.predicted_tpot_ms is not None) >= limit:
             break
