@@ -35,6 +35,7 @@ def test_every_row_is_scored_or_listed_with_a_reason(rows: list[sv.ServeScore]) 
 
 
 def test_each_row_runs_the_benchmark_length_of_aiconfigurators_runners(rows: list[sv.ServeScore]) -> None:
+    # the requests the simulation ran (all sent, all finished), against the runners' 10 x concurrency
     scored = [r for r in rows if r.errors() is not None]
     conc = [int(r.name.rsplit(" c", 1)[1]) for r in scored]
     assert {r.extra["requests"] for r in scored} >= {40, 640}

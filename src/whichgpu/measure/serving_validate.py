@@ -159,7 +159,8 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             continue
         sc.predicted_ttft_ms = res.ttft.mean * 1e3
         sc.predicted_tpot_ms = res.tpot.mean * 1e3
-        sc.extra = {"kv_tokens": cap.num_tokens, "preemptions": res.preemptions, "requests": n}
+        sc.extra = {"kv_tokens": cap.num_tokens, "preemptions": res.preemptions,
+                    "requests": int((res.requests.finish_s >= 0).sum())}
         out.append(sc)
         if limit and sum(1 for s in out if s.predicted_tpot_ms is not None) >= limit:
             break
