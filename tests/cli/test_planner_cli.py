@@ -39,7 +39,8 @@ def test_fixed_degrees_are_kept() -> None:
     (("--ep", "2"), "dense"),
     (("--export", "megatron"), "--out"),
     (("--attention", "fa3"), "flash1"),
-    (("--grad-dtype", "fp16"), "bf16"),
+    (("--grad-dtype", "fp64"), "bf16"),
+    (("--grad-dtype", "fp16"), "--precision fp16"),
     (("--fp8-params",), "--precision fp8"),
 ])
 def test_bad_input_is_one_line_and_exit_2(extra: tuple[str, ...], text: str) -> None:

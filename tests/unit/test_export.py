@@ -42,7 +42,7 @@ MEGATRON_NAMES = {
     "--bf16", "--fp16", "--fp8-format", "--fp8-recipe", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--lr", "--min-lr", "--lr-decay-style", "--clip-grad", "--tokenizer-type",
     "--tokenizer-model", "--vocab-size", "--data-path", "--split", "--save", "--save-interval", "--log-interval",
-    "--grad-reduce-in-bf16", "--fp8-param-gather",
+    "--grad-reduce-in-bf16", "--fp8-param-gather", "--accumulate-allreduce-grads-in-fp32",
 }
 # Flags that take no value (action='store_true' / 'store_false' in the same file).
 MEGATRON_SWITCHES = {
@@ -50,7 +50,7 @@ MEGATRON_SWITCHES = {
     "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--group-query-attention", "--swiglu",
     "--disable-bias-linear", "--add-qkv-bias", "--qk-layernorm", "--untie-embeddings-and-output-weights",
     "--multi-latent-attention", "--moe-grouped-gemm", "--moe-router-enable-expert-bias", "--bf16", "--fp16",
-    "--grad-reduce-in-bf16", "--fp8-param-gather",
+    "--grad-reduce-in-bf16", "--fp8-param-gather", "--accumulate-allreduce-grads-in-fp32",
 }
 # torchtitan's TOML job-config keys the export writes, read from pytorch/torchtitan
 # torchtitan/config/job_config.py (commit 000204a4a8bf3d0f31adc44fc29855fbb6ea13d8: classes Job,
@@ -265,6 +265,22 @@ def test_bf16_gradients_and_fp8_weights_reach_megatron() -> None:
     flags = _megatron_flags(_torchrun_split(_command(export("megatron", both)), "pretrain_gpt.py")[1])
     assert flags["--grad-reduce-in-bf16"] is True and flags["--fp8-param-gather"] is True
     assert set(flags) <= MEGATRON_NAMES
+
+
+def test_fp16_gradient_choice_reaches_megatron_and_deepspeed() -> None:
+    from dataclasses import replace
+
+    job = _job("llama-3-8b", Plan(dp=8, micro_batch=1, grad_accum=4, precision="fp16"))
+    argv = _torchrun_split(_command(export("megatron", job)), "pretrain_gpt.py")[1]
+    # FP32 gradients (the default) under --fp16 need Megatron's flag; FP16 gradients are its default
+    assert _megatron_flags(argv)["--accumulate-allreduce-grads-in-fp32"] is True
+    assert json.loads(export("deepspeed", job))["communication_data_type"] == "fp32"
+    half = replace(job, grad_dtype="fp16")
+    argv16 = _torchrun_split(_command(export("megatron", half)), "pretrain_gpt.py")[1]
+    assert "--accumulate-allreduce-grads-in-fp32" not in _megatron_flags(argv16)
+    assert "communication_data_type" not in json.loads(export("deepspeed", half))
+    bf = _job("llama-3-8b", Plan(dp=8, micro_batch=1, grad_accum=4, precision="bf16"))
+    assert "--accumulate-allreduce-grads-in-fp32" not in export("megatron", bf)  # forced in fp32 with --bf16
 
 
 # ---- errors ---------------------------------------------------------------------------------

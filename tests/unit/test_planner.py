@@ -60,6 +60,75 @@ def test_bf16_gradients_and_fp8_weights_shrink_memory_and_traffic() -> None:
     assert "BF16 gradients" in r16.assumptions["gradients"] and "FP8 weights" in r8.assumptions["gradients"]
 
 
+def test_fp16_gradients_halve_the_data_parallel_traffic_and_say_so() -> None:
+    from dataclasses import replace
+
+    from whichgpu.measure.planner_validate import gpt_args
+
+    base = Job("GPT", gpt_args(2048, 24, 16, 50257, 1024), load_catalog().get("a100-sxm4-80gb"),
+               load_systems().get("dgx-a100"), 8, 16, 1024, "fp16", "unfused")
+    plan = _plan(dp=8, micro_batch=1, grad_accum=2, sharding="ddp", recompute="full", comm_overlap=False)
+    r32 = evaluate(Context.make(base), plan)
+    r16 = evaluate(Context.make(replace(base, grad_dtype="fp16")), plan)
+    assert r16.comm_total["dp"] == pytest.approx(r32.comm_total["dp"] / 2, rel=0.05)
+    assert r16.memory["gradients"] == pytest.approx(r32.memory["gradients"] / 2)
+    assert "FP16 gradients" in r16.assumptions["gradients"]
+
+
+def test_gpt_style_mlps_have_two_matrices_and_llama_three() -> None:
+    from whichgpu.measure.planner_validate import gpt_args
+
+    g = gpt_args(2048, 24, 16, 50257, 1024)
+    assert g.mlp_params(0) == 2 * 2048 * 8192  # up and down, no gate
+    _, llama, _ = planner_model("llama-3-8b")
+    assert llama.mlp_params(0) == 3 * llama.hidden * llama.intermediate
+    # the layer's weight-gradient GEMMs hold exactly the counted matrices
+    wgrad = layer_ops(g, 0, Shard(micro_batch=1, seq=1024, dtype="fp16", attention="unfused"))[2]
+    assert sum(o.flops for o in wgrad) == pytest.approx(2.0 * 1024 * (g.layer_params(0) - 4 * 2048 - 2 * 2048), rel=0.01)
+
+
+def test_megatron_falls_back_to_unfused_softmax_when_the_kernel_cannot_take_the_shape() -> None:
+    from whichgpu.parallel.layer import fused_softmax_available
+
+    assert fused_softmax_available(1, 4, 1024) and fused_softmax_available(2, 2, 1024)
+    assert not fused_softmax_available(1, 2, 1024)  # 2 attention batches: not a multiple of 4
+    assert not fused_softmax_available(4, 4, 8192)  # past the kernel's 4096 keys
+    _, a, _ = planner_model("llama-3-8b")
+    fused = layer_ops(a, 0, Shard(micro_batch=1, seq=1024, tp=8, attention="unfused"))  # 32 heads / 8 = 4
+    from whichgpu.measure.planner_validate import gpt_args
+
+    g = gpt_args(2048, 24, 16, 50257, 1024)  # 16 heads / 8 = 2 per rank at micro-batch 1
+    fallback = layer_ops(g, 0, Shard(micro_batch=1, seq=1024, tp=8, dtype="fp16", attention="unfused"))
+    ok = layer_ops(g, 0, Shard(micro_batch=2, seq=1024, tp=8, dtype="fp16", attention="unfused"))
+    names = [o.name for o in fallback[0]]
+    assert "softmax.cast" in names and "softmax.mask" in names
+    assert len(fallback[0]) == len(ok[0]) + 4 and len(fallback[1]) == len(ok[1]) + 4
+    assert "softmax.cast" not in [o.name for o in fused[0]]
+
+
+def test_the_engines_host_work_per_micro_batch_adds_once_per_micro_batch() -> None:
+    from dataclasses import replace
+
+    import whichgpu.hardware.engine as engine_module
+
+    real = engine_module.get_engine
+    extra = {}
+    for m in (8, 16):  # tp 8, dp 1: m micro-batches of one sequence
+        job = _job("llama-3-8b", gpus=8, gb=m, seq=2048)
+        plan = _plan(tp=8, micro_batch=1, grad_accum=m)
+        check_layout(job, plan)
+        steps = []
+        for ms in (0.0, 5.0):
+            engine_module.get_engine = lambda name, *a, _ms=ms: replace(real(name, *a), microbatch_host_ms=_ms)  # type: ignore[misc]
+            try:
+                steps.append(evaluate(Context.make(job), plan).step_s)
+            finally:
+                engine_module.get_engine = real
+        extra[m] = steps[1] - steps[0]
+    assert extra[8] == pytest.approx(8 * 5e-3, rel=0.01)
+    assert extra[16] == pytest.approx(16 * 5e-3, rel=0.01)
+
+
 def test_split_layers_even_remainder_and_accounting_for_embedding_and_loss() -> None:
     assert split_layers(80, 8) == [10] * 8
     s = split_layers(30, 4)  # remainder to the middle stages

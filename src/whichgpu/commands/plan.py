@@ -59,8 +59,9 @@ def plan_cmd(
                                   "rate) or unfused (score GEMMs and a fused softmax, Megatron-LM before "
                                   "FlashAttention)."),
     grad_dtype: str = typer.Option("fp32", "--grad-dtype", help="Main gradients and their data-parallel reduction: "
-                                   "fp32 (Megatron's default) or bf16 (--grad-reduce-in-bf16: half the gradient "
-                                   "memory and traffic)."),
+                                   "fp32 (Megatron's default with bf16; --accumulate-allreduce-grads-in-fp32 with "
+                                   "fp16), bf16 (--grad-reduce-in-bf16: half the gradient memory and traffic) or "
+                                   "fp16 (with --precision fp16: Megatron's fp16 default, DeepSpeed's fp16 engine)."),
     fp8_params: bool = typer.Option(False, "--fp8-params", help="With --precision fp8: keep the weights in FP8 "
                                     "(Megatron --fp8-param-gather; FP32 main weights stay in the optimizer)."),
     engine: str = typer.Option("megatron", "--engine", help="Engine profile for host launch costs (default megatron)."),
@@ -149,6 +150,9 @@ def plan_run(
         raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
     if grad_dtype not in GRAD_DTYPES:
         raise InputError(f"grad-dtype must be one of {', '.join(GRAD_DTYPES)}, got {grad_dtype!r}", field="grad_dtype")
+    if grad_dtype == "fp16" and precision != "fp16":
+        raise InputError(f"--grad-dtype fp16 keeps FP16 gradients: it needs --precision fp16, not {precision}",
+                         field="grad_dtype")
     if fp8_params and precision != "fp8":
         raise InputError(f"--fp8-params keeps FP8 weights: it needs --precision fp8, not {precision}",
                          field="fp8_params")

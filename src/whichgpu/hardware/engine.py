@@ -54,7 +54,8 @@ DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
 # Every field of both sections is required but the serving engines' four (step_host_us_per_seq,
-# moe_efficiency, moe_layer_us, weight_stream_efficiency; defaults 0, 1, 0 and 1). Plausible ranges
+# moe_efficiency, moe_layer_us, weight_stream_efficiency; defaults 0, 1, 0 and 1) and the training
+# planner's microbatch_host_ms (default 0). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {
@@ -65,6 +66,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "step_host_ms_train": number("nonneg", required=True, hi=100_000, unit="ms"),
         "step_host_ms_infer": number("nonneg", required=True, hi=100_000, unit="ms"),
         "step_host_us_per_seq": number("nonneg", hi=100_000, unit="us"),
+        "microbatch_host_ms": number("nonneg", hi=100_000, unit="ms"),
     },
     "kernels": {
         "fusion": one_of(FUSIONS, required=True),
@@ -99,6 +101,7 @@ class Engine:
     quantized_bandwidth: float
     grouped_kv: bool = True  # decode attention reads each K/V head once for its query group (GQA)
     step_host_us_per_seq: float = 0.0  # serving: host time per running sequence per engine step
+    microbatch_host_ms: float = 0.0  # training planner: host work per micro-batch that the GPU waits for
     moe_efficiency: float = 1.0  # serving: the grouped-expert GEMMs' fraction of the GEMM roofline
     moe_layer_us: float = 0.0  # serving: fixed GPU time of an MoE layer's routing and expert dispatch per step
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
@@ -133,6 +136,7 @@ class Engine:
         return {"id": self.id, "name": self.name, "description": self.description, "graphs": self.graphs,
                 "host_op_us": self.host_op_us, "host_view_us": self.host_view_us,
                 "step_host_ms_train": self.step_host_ms_train, "step_host_ms_infer": self.step_host_ms_infer,
+                "microbatch_host_ms": self.microbatch_host_ms,
                 "fusion": self.fusion, "conv_layout": self.conv_layout, "attention": self.attention,
                 "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,

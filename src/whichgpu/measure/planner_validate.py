@@ -43,12 +43,14 @@ SOURCE_ASSUMPTIONS = {
             "(fp8_param_gather=True), "
             "flash attention (Transformer Engine), no recomputation, distributed optimizer, sequence parallel "
             "with tp > 1, TP communication overlap, DGX systems",
-    "vtrain": "vTrain (Megatron-DeepSpeed, A100 80GB, one DGX A100 node): FP16, unfused attention, full activation "
-              "checkpointing, 1F1B, DDP without gradient bucketing (all-reduce after backward), vocab 50257",
+    "vtrain": "vTrain (Megatron-DeepSpeed, A100 80GB, one DGX A100 node): FP16 with FP16 gradient all-reduce "
+              "(DeepSpeed's fp16 engine), unfused attention, full activation checkpointing, 1F1B, DDP without "
+              "gradient bucketing (all-reduce after backward), vocab 50257",
     "foundry": "llm-foundry MPT (Composer, FSDP FULL_SHARD over all GPUs): first-generation flash attention "
                "(the yamls' attn_impl: triton, the 2022 Triton FlashAttention kernel: --attention flash1), BF16 autocast "
                "(amp_bf16; 'bf16' PURE rows as 16-bit weights), the row's micro-batch, accumulation and "
-               "activation checkpointing, DGX A100 (80 GB) / DGX A100 320GB (40 GB) with 1600 Gbps RoCE",
+               "activation checkpointing, eager PyTorch's host costs (the pytorch engine: Composer, not Megatron), "
+               "DGX A100 (80 GB) / DGX A100 320GB (40 GB) with 1600 Gbps RoCE",
 }
 
 
@@ -265,8 +267,9 @@ def vtrain_rows(path: Path) -> tuple[list[Scored], list[dict[str, Any]]]:
             "hidden_size", "num_layers", "attention_heads", "num_gpus", "global_batch", "micro_batch", "tp", "dp", "pp"))
         key = (h, layers, heads, g, gb)
         if key not in ctxs:
+            # Megatron-DeepSpeed in fp16: DeepSpeed's fp16 engine reduces FP16 gradients
             job = Job(f"GPT h{h} L{layers}", gpt_args(h, layers, heads, 50257, 1024), gpu, system, g, gb, 1024,
-                      "fp16", "unfused")
+                      "fp16", "unfused", "fp16")
             ctxs[key] = (job, Context.make(job))
         job, ctx = ctxs[key]
         plan = Plan(tp=tp, pp=pp, dp=dp, micro_batch=mb, grad_accum=gb // (mb * dp), recompute="full",
@@ -310,7 +313,7 @@ def foundry_rows(path: Path) -> list[Scored]:
             out.append(sc)
             continue
         plan = Plan(dp=g, micro_batch=mb, grad_accum=ga, sharding="fsdp-full" if g > 1 else "ddp",
-                    recompute="full" if r["activation_checkpointing"] == "True" else "none", engine="megatron")
+                    recompute="full" if r["activation_checkpointing"] == "True" else "none", engine="pytorch")
         ctx = Context.make(job)
         res = evaluate(ctx, plan)
         measured_tps = float(r["throughput_tokens_per_s_per_gpu"])

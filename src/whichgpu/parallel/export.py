@@ -53,7 +53,7 @@ class ExportJob:
     train_steps: int = 1000
     """Optimizer steps to run."""
     grad_dtype: str = "fp32"
-    """Main gradients and their reduction: fp32, or bf16 (Megatron --grad-reduce-in-bf16)."""
+    """Main gradients and their reduction: fp32, bf16 (Megatron --grad-reduce-in-bf16) or fp16."""
     fp8_params: bool = False
     """FP8 weights (Megatron --fp8-param-gather) with --precision fp8."""
 
@@ -262,6 +262,8 @@ def _megatron(job: ExportJob) -> str:
     prec = list(_MEGATRON_PRECISION[job.precision])
     if job.grad_dtype == "bf16":
         prec.append("--grad-reduce-in-bf16")
+    elif job.grad_dtype == "fp32" and job.precision in ("fp16", "amp-fp16"):
+        prec.append("--accumulate-allreduce-grads-in-fp32")  # under --fp16 Megatron keeps FP16 gradients otherwise
     if job.fp8_params and job.precision == "fp8":
         prec.append("--fp8-param-gather")
     groups = [par, _megatron_model(a), batch, prec, rec, rest]
@@ -312,6 +314,8 @@ def _deepspeed(job: ExportJob) -> str:
     elif prec == "fp16":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
                        "hysteresis": 2, "min_loss_scale": 1}
+        if job.grad_dtype == "fp32":  # DeepSpeed's fp16 engine reduces FP16 gradients unless told otherwise
+            cfg["communication_data_type"] = "fp32"
     elif prec in ("amp-bf16", "amp-fp16"):
         cfg["torch_autocast"] = {"enabled": True, "dtype": "bfloat16" if prec == "amp-bf16" else "float16"}
     if p.recompute in ("selective", "full"):

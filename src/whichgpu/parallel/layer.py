@@ -145,7 +145,7 @@ def layer_ops(a: DecoderArgs, layer: int, sh: Shard) -> tuple[list[Op], list[Op]
         attn_fwd_ops, attn_bwd_ops = _unfused_attention(sh, heads, d, dv, attn_dtype, mod)
     # ---- MLP
     moe = a.is_moe(layer)
-    gated = a.family not in ("gpt2", "gptj", "falcon")
+    gated = a.mlp_matrices == 3
     if moe:
         k = a.experts_per_token
         i = max(1, a.expert_intermediate // t)
@@ -205,6 +205,18 @@ def _fp8_casts(gemms: list[Op], mod: str) -> list[tuple[Op, Op]]:
     return out
 
 
+def fused_softmax_available(micro_batch: int, heads: int, seq: int) -> bool:
+    """Whether Megatron's fused causal scale-mask-softmax kernel takes this shape
+    (megatron/model/fused_softmax.py, FusedScaleMaskSoftmax.is_kernel_available, in the Megatron-LM and
+    Megatron-DeepSpeed releases that still used it): 16 < s <= 4096,
+    s divisible by 4, and the attention batches (micro-batch x this rank's heads) divisible by 4 and
+    by the kernel's batches per block (128 threads / 32-lane warps, one row per warp past 128 keys:
+    4). Otherwise it falls back to five separate PyTorch kernels each way."""
+    rows = micro_batch * heads
+    per_block = 4 if seq > 128 else 8
+    return 16 < seq <= 4096 and seq % 4 == 0 and rows % 4 == 0 and rows % per_block == 0
+
+
 def _unfused_attention(sh: Shard, heads: int, d: int, dv: int, dtype: str, mod: str) -> tuple[list[Op], list[Op]]:
     """Attention before fused kernels (Megatron-LM 2020-21): Q K^T and P V as batched GEMMs over
     the whole square, a fused scale-mask-softmax kernel and dropout on the probabilities, each
@@ -214,18 +226,33 @@ def _unfused_attention(sh: Shard, heads: int, d: int, dv: int, dtype: str, mod: 
     bh = b * heads
     sq = float(bh) * s * s
     qk = Op("scores", "matmul", "forward", mod, dtype, 2.0 * sq * d, 2 * bh * s * d * e, sq * e, mm=(bh, s, s, d))
-    sm = Op("softmax", "softmax", "forward", mod, dtype, 0.0, sq * e, sq * e)
+    if fused_softmax_available(b, heads, s):
+        sm = [Op("softmax", "softmax", "forward", mod, dtype, 0.0, sq * e, sq * e)]
+        sm_b = [Op("softmax.bwd", "softmax", "backward", mod, dtype, 0.0, 2 * sq * e, sq * e)]
+    else:
+        # Megatron's torch fallback (FusedScaleMaskSoftmax.forward_torch_softmax): cast to FP32,
+        # scale, mask, softmax, cast back; the same five kernels in reverse for the gradient
+        sm = [Op("softmax.cast", "copy", "forward", mod, dtype, 0.0, sq * e, sq * 4.0),
+              Op("softmax.scale", "pointwise", "forward", mod, "fp32", 0.0, sq * 4.0, sq * 4.0),
+              Op("softmax.mask", "pointwise", "forward", mod, "fp32", 0.0, sq * 5.0, sq * 4.0),
+              Op("softmax", "softmax", "forward", mod, "fp32", 0.0, sq * 4.0, sq * 4.0),
+              Op("softmax.uncast", "copy", "forward", mod, dtype, 0.0, sq * 4.0, sq * e)]
+        sm_b = [Op("softmax.cast.bwd", "copy", "backward", mod, dtype, 0.0, sq * e, sq * 4.0),
+                Op("softmax.bwd", "softmax", "backward", mod, "fp32", 0.0, 2 * sq * 4.0, sq * 4.0),
+                Op("softmax.mask.bwd", "pointwise", "backward", mod, "fp32", 0.0, sq * 5.0, sq * 4.0),
+                Op("softmax.scale.bwd", "pointwise", "backward", mod, "fp32", 0.0, sq * 4.0, sq * 4.0),
+                Op("softmax.uncast.bwd", "copy", "backward", mod, dtype, 0.0, sq * 4.0, sq * e)]
     dr = Op("dropout", "pointwise", "forward", mod, dtype, 0.0, sq * e, sq * (e + 1))
     pv = Op("context", "matmul", "forward", mod, dtype, 2.0 * sq * dv, sq * e + bh * s * dv * e, bh * s * dv * e,
             mm=(bh, s, dv, s))
-    fwd = [qk, sm, dr, pv]
+    fwd = [qk, *sm, dr, pv]
     bwd = [
         Op("context.dgrad", "matmul", "backward", mod, dtype, 2.0 * sq * dv, sq * e + bh * s * dv * e, sq * e,
            mm=(bh, s, s, dv)),
         Op("context.wgrad", "matmul", "backward", mod, dtype, 2.0 * sq * dv, sq * e + bh * s * dv * e, bh * s * dv * e,
            mm=(bh, s, dv, s)),
         Op("dropout.bwd", "pointwise", "backward", mod, dtype, 0.0, sq * (e + 1), sq * e),
-        Op("softmax.bwd", "softmax", "backward", mod, dtype, 0.0, 2 * sq * e, sq * e),
+        *sm_b,
         Op("scores.dgrad", "matmul", "backward", mod, dtype, 2.0 * sq * d, sq * e + bh * s * d * e, bh * s * d * e,
            mm=(bh, s, d, s)),
         Op("scores.wgrad", "matmul", "backward", mod, dtype, 2.0 * sq * d, sq * e + bh * s * d * e, bh * s * d * e,
@@ -262,7 +289,7 @@ def activation_bytes(a: DecoderArgs, layer: int, sh: Shard) -> tuple[float, floa
             mlp += T * 3 * max(1, a.expert_intermediate * a.shared_experts // t) * e
     else:
         i = max(1, a.intermediate // t)
-        gated = a.family not in ("gpt2", "gptj", "falcon")
+        gated = a.mlp_matrices == 3
         mlp = T * ((2 if gated else 1) * i * e + i * g)
     return outside + attn + mlp, T_sp * h * e
 

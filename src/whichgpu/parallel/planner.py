@@ -73,7 +73,7 @@ ADAM_BYTES_PER_PARAM = 32.0  # read p16 2 + g32 4 + master 4 + m 4 + v 4, write 
 # (FlashAttention-1, its 2022 Triton port as llm-foundry's attn_impl: triton, 2022 xformers) at
 # half the rate, "unfused" score GEMMs with a fused softmax (Megatron-LM before FlashAttention).
 ATTENTIONS = ("flash", "flash1", "unfused")
-GRAD_DTYPES = ("fp32", "bf16")
+GRAD_DTYPES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     attention: str = "flash"  # the attention kernels, one of ATTENTIONS
-    grad_dtype: str = "fp32"  # main gradients (and their reduction): fp32, or bf16 (--grad-reduce-in-bf16)
+    grad_dtype: str = "fp32"  # main gradients (and their reduction): fp32, bf16 (--grad-reduce-in-bf16) or fp16
     fp8_params: bool = False  # FP8 precision keeps the model's weights in FP8 (--fp8-param-gather)
 
     @property
@@ -255,7 +255,9 @@ class Context:
         # FP32 main gradients (Megatron's default, and torch's for FP32 parameters); 16-bit ones when
         # the job reduces gradients in BF16 (Megatron --grad-reduce-in-bf16, NeMo's performance
         # recipes' grad_reduce_in_fp32=False): half the gradient buffer and the data-parallel traffic
-        grad_bytes = 2.0 if job.grad_dtype == "bf16" and param_bytes < 4.0 else 4.0
+        # (--grad-dtype fp16: FP16 gradients reduced in FP16, what Megatron does under --fp16 without
+        # --accumulate-allreduce-grads-in-fp32, and DeepSpeed's fp16 engine)
+        grad_bytes = 2.0 if job.grad_dtype in ("bf16", "fp16") and param_bytes < 4.0 else 4.0
         return cls(job, params, dev, pol.matmul_dtype, e, param_bytes, grad_bytes, master, flops_per_token)
 
 
@@ -371,6 +373,11 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             saved += count * (lc.activation_bytes)
             inp += count * (lc.input_bytes)
             one = max(one, lc.activation_bytes)
+        if v == 0 or (v == stages - 1 and plan.pp > 1):
+            # the training loop's host work per micro-batch (Megatron: fetch and broadcast the batch,
+            # build the attention mask, average the loss over data parallel), on the stages that load
+            # data: a synchronising step the GPU waits for however busy it is
+            f += eng.microbatch_host_ms * 1e-3
         if v == 0:
             f += embed.forward_s
             b += embed.input_grad_s
@@ -487,8 +494,11 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "precision": f"{job.precision} (matmuls on the {peak_dtype} path; MFU against {peak_flops / 1e12:g} TFLOP/s)",
             "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
             "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
+            "host": (f"{eng.name}: " + ("CUDA graphs" if eng.graphs else f"{eng.host_op_us + eng.host_view_us:g} us per kernel")
+                     + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"),
             "gradients": ("FP32 main gradients, reduced in FP32" if ctx.grad_bytes == 4.0
-                          else "BF16 gradients, reduced in BF16 (--grad-reduce-in-bf16)")
+                          else "FP16 gradients, reduced in FP16 (Megatron's --fp16 default, DeepSpeed's fp16 engine)"
+                          if job.grad_dtype == "fp16" else "BF16 gradients, reduced in BF16 (--grad-reduce-in-bf16)")
             + (", FP8 weights (--fp8-param-gather)" if ctx.param_bytes == 1.0 else ""),
             "attention": {"flash": "fused flash kernels (FlashAttention-2 or later), causal",
                           "flash1": "first-generation fused flash kernels (FlashAttention-1, 2022 Triton), causal, "

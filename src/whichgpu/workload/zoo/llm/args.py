@@ -121,10 +121,16 @@ class DecoderArgs:
         h, i = self.hidden, self.expert_intermediate
         return 3 * h * i + ((2 * i + h) if self.moe_style == "gpt_oss" else 0)
 
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of a dense MLP: gate, up and down (Llama's gated SiLU), or up and down
+        (the GELU MLPs of GPT-2, GPT-J and Falcon)."""
+        return 3 if self.family == "llama" else 2
+
     def mlp_params(self, layer: int) -> int:
         h = self.hidden
         if not self.is_moe(layer):
-            return 3 * h * self.intermediate
+            return self.mlp_matrices * h * self.intermediate
         router = h * self.experts + (self.experts if self.moe_style == "gpt_oss" else 0)
         shared = 3 * h * self.expert_intermediate * self.shared_experts
         return router + self.experts * self.expert_params() + shared
@@ -153,7 +159,7 @@ class DecoderArgs:
             if self.is_moe(i):
                 mlp = (self.experts_per_token + self.shared_experts) * 3 * h * self.expert_intermediate + h * self.experts
             else:
-                mlp = 3 * h * self.intermediate
+                mlp = self.mlp_matrices * h * self.intermediate
             n += attn + mlp
         return n
 
