@@ -225,3 +225,35 @@ def test_stage_peaks_are_the_simulated_ones(schedule: str) -> None:
         act, pending = stage_peaks(schedule, p, m, v)
         assert act == tl.peak_activations, (p, m)
         assert pending == tl.peak_pending_w, (p, m)
+
+
+def test_megatrons_unfused_cross_entropy_moves_three_times_the_logit_bytes_of_a_fused_loss() -> None:
+    from whichgpu.hardware.engine import get_engine
+    from whichgpu.parallel.layer import edge_costs
+    from whichgpu.perf.device import Device
+    from whichgpu.perf.params import load_params
+
+    assert get_engine("megatron").cross_entropy == "vocab-parallel"  # Megatron-LM's default, Megatron-DeepSpeed
+    assert get_engine("nemo").cross_entropy == "fused"  # NeMo / Megatron-Bridge: cross_entropy_loss_fusion=True
+    assert get_engine("megatron-deepspeed").id == "megatron" and get_engine("megatron-bridge").id == "nemo"
+    _, a, _ = planner_model("llama-3-8b")  # 128,256-token vocabulary: the loss is memory-bound
+    dev = Device(load_catalog().get("h100-sxm5-80gb"), load_params())
+    sh = Shard(micro_batch=1, seq=4096, tp=1)
+    _, fused = edge_costs(a, sh, dev, 0.0, "fused")
+    _, unfused = edge_costs(a, sh, dev, 0.0, "vocab-parallel")
+    logits = 4096 * a.vocab
+    # forward: 2 + 4 (cast) + 4 (max) + 8 (subtract) + 8 (exp) + 4 (sum) + 8 (divide) = 38 bytes per
+    # logit instead of 10; backward 8 (multiply) + 6 (cast back) = 14 instead of 6: the head's GEMMs
+    # are the same, so the difference is those bytes at the memory roofline (or slower)
+    extra_bytes = logits * ((38 - 10) + (14 - 6))
+    extra_s = (unfused.forward_s + unfused.input_grad_s) - (fused.forward_s + fused.input_grad_s)
+    roofline_s = extra_bytes / (dev.spec.memory_bandwidth_gbps * 1e9)
+    assert 0.95 * roofline_s <= extra_s <= 2 * roofline_s
+    assert unfused.weight_grad_s == fused.weight_grad_s
+    # and a plan on the megatron engine is slower than the same plan on nemo by about that, per micro-batch
+    job = _job("llama-3-8b", gpus=8, gb=8, seq=4096)
+    on = {eng: evaluate(Context.make(job), _plan(tp=8, micro_batch=1, grad_accum=8, engine=eng))
+          for eng in ("megatron", "nemo")}
+    assert on["megatron"].step_s > on["nemo"].step_s
+    assert "unfused vocab-parallel" in on["megatron"].assumptions["loss"]
+    assert on["nemo"].assumptions["loss"].startswith("cross-entropy as one fused kernel")

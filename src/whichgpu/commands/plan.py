@@ -64,7 +64,9 @@ def plan_cmd(
                                    "fp16 (with --precision fp16: Megatron's fp16 default, DeepSpeed's fp16 engine)."),
     fp8_params: bool = typer.Option(False, "--fp8-params", help="With --precision fp8: keep the weights in FP8 "
                                     "(Megatron --fp8-param-gather; FP32 main weights stay in the optimizer)."),
-    engine: str = typer.Option("megatron", "--engine", help="Engine profile for host launch costs (default megatron)."),
+    engine: str = typer.Option("megatron", "--engine", help="Engine profile: host launch costs and the loss's "
+                               "kernels (megatron: Megatron-LM, its unfused vocab-parallel loss; nemo: NeMo / "
+                               "Megatron-Bridge, the fused loss; default megatron)."),
     top: int = int_option(5, "--top", bound=limits.Bound(1, 100), help="Layouts to show."),
     objective: str = typer.Option("time", "--objective", help="time (fastest step) or cost (cheapest step; with a "
                                   "fixed GPU count the same order, with the price per step shown)."),

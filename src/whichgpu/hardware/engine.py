@@ -50,12 +50,16 @@ ENV_VAR = "WHICHGPU_ENGINES"
 FUSIONS = ("none", "pointwise", "epilogue")
 CONV_LAYOUTS = ("as-traced", "nhwc")
 ATTENTIONS = ("as-traced", "eager", "fused")
+CROSS_ENTROPIES = ("fused", "vocab-parallel")
+"""The training loss's kernels (parallel planner): one fused kernel each way over the logits, or
+Megatron's unfused vocab-parallel cross-entropy (an FP32 copy of the logits, then max, subtract,
+exp, sum and divide passes; a multiply and the cast back in backward)."""
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
 # Every field of both sections is required but the serving engines' four (step_host_us_per_seq,
 # moe_efficiency, moe_layer_us, weight_stream_efficiency; defaults 0, 1, 0 and 1) and the training
-# planner's microbatch_host_ms (default 0). Plausible ranges
+# planner's microbatch_host_ms and cross_entropy (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {
@@ -75,6 +79,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "fp16_accumulate": flag(required=True),
         "quantized_bandwidth": number(required=True, lo=0.01, hi=100, unit="x the 16-bit GEMMs' bandwidth"),
         "grouped_kv": flag(required=True),
+        "cross_entropy": one_of(CROSS_ENTROPIES),
         "moe_efficiency": number(lo=0.01, hi=1.0, unit="x the GEMM roofline"),
         "moe_layer_us": number("nonneg", hi=100_000, unit="us"),
         "weight_stream_efficiency": number(lo=0.01, hi=1.0, unit="x the memory roofline"),
@@ -102,6 +107,7 @@ class Engine:
     grouped_kv: bool = True  # decode attention reads each K/V head once for its query group (GQA)
     step_host_us_per_seq: float = 0.0  # serving: host time per running sequence per engine step
     microbatch_host_ms: float = 0.0  # training planner: host work per micro-batch that the GPU waits for
+    cross_entropy: str = "fused"  # training planner: the loss's kernels (CROSS_ENTROPIES)
     moe_efficiency: float = 1.0  # serving: the grouped-expert GEMMs' fraction of the GEMM roofline
     moe_layer_us: float = 0.0  # serving: fixed GPU time of an MoE layer's routing and expert dispatch per step
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
@@ -136,7 +142,7 @@ class Engine:
         return {"id": self.id, "name": self.name, "description": self.description, "graphs": self.graphs,
                 "host_op_us": self.host_op_us, "host_view_us": self.host_view_us,
                 "step_host_ms_train": self.step_host_ms_train, "step_host_ms_infer": self.step_host_ms_infer,
-                "microbatch_host_ms": self.microbatch_host_ms,
+                "microbatch_host_ms": self.microbatch_host_ms, "cross_entropy": self.cross_entropy,
                 "fusion": self.fusion, "conv_layout": self.conv_layout, "attention": self.attention,
                 "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,

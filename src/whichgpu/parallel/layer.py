@@ -347,10 +347,16 @@ def layer_cost(a: DecoderArgs, layer: int, sh: Shard, dev: Device, host_s: float
     return _layer_cost(a, kind, rep, sh, key, host_s)
 
 
-def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0) -> tuple[EdgeCost, EdgeCost]:
+def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0,
+               cross_entropy: str = "fused") -> tuple[EdgeCost, EdgeCost]:
     """(embedding, LM head + cross-entropy) on one rank for one micro-batch. The head is split over
-    the vocabulary (vocab-parallel cross-entropy in FP32: about three passes over the logits
-    forward, two backward)."""
+    the vocabulary; the loss over the rank's logits in FP32 (`hardware.engine.CROSS_ENTROPIES`):
+    ``fused``, one kernel each way (forward: read the logits, write and re-read an FP32 row buffer;
+    backward: read it, write the logits' gradient), or ``vocab-parallel``, Megatron's unfused
+    ``_VocabParallelCrossEntropy`` (megatron/core/tensor_parallel/cross_entropy.py, on the
+    ``.float()`` logits the GPT model hands it): forward the FP32 copy, the row max, the subtraction
+    (a new tensor), exp in place, the row sum and the in-place division that leaves the softmax for
+    backward; backward an in-place multiply by the loss gradient and the cast back to 16 bits."""
     lat = dev.params.kernel_latency_us * 1e-6
     T = max(1, sh.tokens)
     e = sh.act_bytes
@@ -359,8 +365,19 @@ def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0) -> t
     emb_f = [Op("embedding", "copy", "forward", "embed", "bf16", 0.0, T * h * e + T * 8, T * h * e)]
     emb_b = [Op("embedding.bwd", "copy", "backward", "embed", "bf16", 0.0, T * h * e, T * h * 4.0)]
     head = _gemm("lm_head", T, v, h, sh.dtype if sh.dtype != "fp8" else "bf16", e, e, "head")
-    loss_f = [Op("cross_entropy", "loss", "forward", "head", "fp32", 0.0, T * v * (e + 4.0), T * v * 4.0)]
-    loss_b = [Op("cross_entropy.bwd", "loss", "backward", "head", "fp32", 0.0, T * v * 4.0, T * v * e)]
+    n = T * v
+    if cross_entropy == "vocab-parallel":
+        loss_f = [Op("logits.float", "copy", "forward", "head", "fp32", 0.0, n * e, n * 4.0),
+                  Op("ce.max", "reduction", "forward", "head", "fp32", 0.0, n * 4.0, T * 4.0),
+                  Op("ce.sub_max", "pointwise", "forward", "head", "fp32", 0.0, n * 4.0, n * 4.0),
+                  Op("ce.exp", "pointwise", "forward", "head", "fp32", 0.0, n * 4.0, n * 4.0),
+                  Op("ce.sum_exp", "reduction", "forward", "head", "fp32", 0.0, n * 4.0, T * 4.0),
+                  Op("ce.softmax_div", "pointwise", "forward", "head", "fp32", 0.0, n * 4.0, n * 4.0)]
+        loss_b = [Op("ce.grad_mul", "pointwise", "backward", "head", "fp32", 0.0, n * 4.0, n * 4.0),
+                  Op("logits.float.bwd", "copy", "backward", "head", "fp32", 0.0, n * 4.0, n * e)]
+    else:
+        loss_f = [Op("cross_entropy", "loss", "forward", "head", "fp32", 0.0, n * (e + 4.0), n * 4.0)]
+        loss_b = [Op("cross_entropy.bwd", "loss", "backward", "head", "fp32", 0.0, n * 4.0, n * e)]
     norm = _elementwise("final_norm", T * h * e, T * h * e, "head", "norm")
     embed = EdgeCost(_time(emb_f, dev, lat, host_s), _time(emb_b, dev, lat, host_s), 0.0, T * 8.0)
     last = EdgeCost(_time([head[0], *loss_f, norm[0]], dev, lat, host_s),

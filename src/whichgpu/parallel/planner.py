@@ -305,7 +305,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
 
     eng = get_engine(plan.engine)
     host_s = 0.0 if eng.graphs else (eng.host_op_us + eng.host_view_us) * 1e-6
-    embed, head = edge_costs(a, sh, dev, host_s)
+    embed, head = edge_costs(a, sh, dev, host_s, eng.cross_entropy)
     recompute = plan.recompute or "none"
 
     # ---- links
@@ -496,6 +496,11 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
             "host": (f"{eng.name}: " + ("CUDA graphs" if eng.graphs else f"{eng.host_op_us + eng.host_view_us:g} us per kernel")
                      + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"),
+            "loss": ("Megatron's unfused vocab-parallel cross-entropy over FP32 logits (eight passes; "
+                     "--cross-entropy-loss-fusion off, Megatron-LM's default): --engine nemo for the fused loss"
+                     if eng.cross_entropy == "vocab-parallel"
+                     else "cross-entropy as one fused kernel each way over the logits (NeMo's cross_entropy_loss_fusion, "
+                          "llm-foundry's fused_crossentropy)"),
             "gradients": ("FP32 main gradients, reduced in FP32" if ctx.grad_bytes == 4.0
                           else "FP16 gradients, reduced in FP16 (Megatron's --fp16 default, DeepSpeed's fp16 engine)"
                           if job.grad_dtype == "fp16" else "BF16 gradients, reduced in BF16 (--grad-reduce-in-bf16)")
