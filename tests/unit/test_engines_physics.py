@@ -56,6 +56,25 @@ def test_a_user_override_changes_one_field(tmp_path: Path) -> None:
         load_engines((str(bad),))
 
 
+def test_an_engine_based_on_another_follows_its_values_and_a_bad_base_is_named(tmp_path: Path) -> None:
+    nemo, megatron = get_engine("nemo"), get_engine("megatron")
+    assert nemo.cross_entropy == "fused" and megatron.cross_entropy == "vocab-parallel"
+    assert (nemo.host_op_us, nemo.microbatch_host_ms, nemo.fusion) == (megatron.host_op_us, megatron.microbatch_host_ms,
+                                                                       megatron.fusion)
+    (tmp_path / "m.toml").write_text('id = "megatron"\n[launch]\nhost_op_us = 70\n')  # a refit of the base
+    assert load_engines((str(tmp_path),)).get("nemo").host_op_us == 70
+    def entry(eid: str, base: str) -> str:
+        return f'schema = "whichgpu.engine/1"\nid = "{eid}"\nname = "{eid}"\nbased_on = "{base}"\n[launch]\n[kernels]\n'
+
+    for i, files in enumerate(({"a": "no-such-engine"}, {"a": "b", "b": "a"})):  # unknown; a loop
+        d = tmp_path / f"bad{i}"
+        d.mkdir()
+        for eid, base in files.items():
+            (d / f"{eid}.toml").write_text(entry(eid, base))
+        with pytest.raises(CatalogError, match="based_on"):
+            load_engines((str(d),))
+
+
 # ---- the power budget ---------------------------------------------------------------------------
 
 def test_a_power_starved_card_runs_below_its_rated_clock_and_a_limit_slows_it_further() -> None:

@@ -16,7 +16,9 @@ replay, gpt-fast, TensorRT-LLM, llama.cpp, vLLM, XLA). An engine says:
   on the dev validation corpus, and say so).
 
 Users add or override engines with files in ``--engines DIR`` / ``$WHICHGPU_ENGINES`` (an
-override names the engine with ``id`` and holds only what changes), as with the GPU catalog.
+override names the engine with ``id`` and holds only what changes), as with the GPU catalog. An
+engine that differs from another in a few fields says ``based_on = "ID"`` and holds only those
+(and its own id, name and aliases): it follows the other's values, a refit included.
 """
 
 from __future__ import annotations
@@ -224,7 +226,20 @@ def load_engines(user_dirs: tuple[str, ...] = ()) -> Engines:
     for path, raw in user_files(user_dirs, "engine directory does not exist"):
         eid = str(raw.get("id", ""))
         raws[eid] = (path, merge_raw(raws[eid][1], raw)) if eid in raws else (path, raw)
-    return Engines([_from_raw(path, raw) for path, raw in raws.values()])
+    return Engines([_from_raw(path, _resolve_base(path, raw, raws)) for path, raw in raws.values()])
+
+
+def _resolve_base(path: str, raw: Raw, raws: dict[str, tuple[str, Raw]], seen: tuple[str, ...] = ()) -> Raw:
+    """`raw` over the engine it is ``based_on`` (that one's own base first); without one, `raw`."""
+    base = raw.get("based_on")
+    if base is None:
+        return raw
+    chain = (*seen, str(raw.get("id", "")))
+    if not isinstance(base, str) or base not in raws or base in chain:
+        raise CatalogError(path, "based_on", f"must name another engine, not one based on this one "
+                                             f"({', '.join(sorted(raws))}), got {base!r}")
+    own = {k: v for k, v in raw.items() if k != "based_on"}
+    return merge_raw(_resolve_base(raws[base][0], raws[base][1], raws, chain), own)
 
 
 def get_engine(name: str = DEFAULT_ENGINE, engines_dir: str | None = None) -> Engine:

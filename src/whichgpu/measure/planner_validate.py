@@ -41,7 +41,8 @@ SOURCE_ASSUMPTIONS = {
     "nemo": "NeMo / Megatron-Bridge (2025): FP8 GEMMs (all FP8 recipes: delayed/current scaling, MXFP8) or BF16, "
             "BF16 gradient reduction (the performance recipes' grad_reduce_in_fp32=False), FP8 weights with FP8 "
             "(fp8_param_gather=True), "
-            "flash attention (Transformer Engine), fused cross-entropy (the nemo engine), no recomputation, distributed optimizer, sequence parallel "
+            "flash attention (Transformer Engine), fused cross-entropy (the nemo engine), no recomputation, "
+            "distributed optimizer, sequence parallel "
             "with tp > 1, TP communication overlap, DGX systems",
     "vtrain": "vTrain (Megatron-DeepSpeed, A100 80GB, one DGX A100 node): FP16 with FP16 gradient all-reduce "
               "(DeepSpeed's fp16 engine), unfused attention, full activation checkpointing, 1F1B, DDP without "
@@ -203,6 +204,7 @@ def _llm_row(r: dict[str, str], search_own: bool) -> Scored:
     ctx = Context.make(job)
     sharding = "fsdp-full" if fsdp else ("ddp" if short == "megatron-2021" or dp == 1 else "zero1")
     recompute = "full" if short == "megatron-2021" else "none"
+    engine = "megatron" if short == "megatron-2021" else "nemo"  # NeMo's recipes fuse the loss
     mbs = [int(r["micro_batch"])] if r["micro_batch"] else [1, 2, 4, 8]
     vps = [int(vp_note)] if vp_note and vp_note.isdigit() else ([1] if pp == 1 else [1, *range(2, 9)])
     best = None
@@ -216,8 +218,7 @@ def _llm_row(r: dict[str, str], search_own: bool) -> Scored:
             plan = Plan(tp=tp, pp=pp, vp=vp, cp=cp, dp=dp, micro_batch=mb, grad_accum=gb // (mb * dp),
                         sharding=sharding, recompute=recompute, schedule=sched,  # type: ignore[arg-type]
                         sequence_parallel=tp > 1 and short != "megatron-2021",
-                        tp_comm_overlap=tp > 1 and short != "megatron-2021",
-                        engine="megatron" if short == "megatron-2021" else "nemo",
+                        tp_comm_overlap=tp > 1 and short != "megatron-2021", engine=engine,
                         comm_overlap=short != "megatron-2021")
             try:
                 check_layout(job, plan)
@@ -243,8 +244,7 @@ def _llm_row(r: dict[str, str], search_own: bool) -> Scored:
     if search_own:
         from whichgpu.parallel.search import Fixed, search
 
-        own = search(job, Fixed(sequence_parallel=None),
-                     Plan(engine="megatron" if short == "megatron-2021" else "nemo"), top=1, ctx=ctx)
+        own = search(job, Fixed(sequence_parallel=None), Plan(engine=engine), top=1, ctx=ctx)
         if own.best:
             o = own.best[0]
             base.extra["own_best_tokens_per_s_per_gpu"] = o.tokens_per_s / gpus

@@ -41,6 +41,8 @@ ZOO = {
 }
 GPUS = {"H100-SXM5-80GB": ("h100-sxm5-80gb", "dgx-h100"), "H200-SXM-141GB": ("h200", "dgx-h200"),
         "B200": ("b200", "hgx-b200")}
+
+
 def validated_gpus() -> dict[str, str]:
     """The GPUs the serving dev rows measure, {catalog id: the rows' name}: serving's validated ground."""
     return {gid: name for name, (gid, _system) in GPUS.items()}
