@@ -1,15 +1,17 @@
 """Accuracy of the serving simulation on the published serving latencies (a copy of
 shared/validation/serving_dev.csv in tests/serving_data). `whichgpu validate-serve --data
 tests/serving_data` prints the same figures. The issue's targets are TPOT median 12 %, TTFT 25 %,
-each (GPU, engine) group's signed median within +-15 %. TPOT meets its targets (11.4 % median, every
-group's bias within +-15 %) and is asserted at them; TTFT does not yet (43.0 % today): its bound is a
-regression guard at today's figure, named so. Each row runs 10 x its concurrency requests
-(AIConfigurator's evaluation runners' benchmark length)."""
+each (GPU, engine) group's signed median within +-15 %. TPOT meets its targets (11.7 % median, every
+group's bias within +-15 %) and is asserted at them. TTFT does not yet (29.6 % median; four of the
+eight groups within +-15 %): its bounds are regression guards at today's figures, named so. Each
+row runs AIConfigurator's benchmark (its engine knobs, 10 x concurrency requests, answers spread
+10 % around osl: `serving_validate`'s module doc)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from whichgpu.measure import serving_validate as sv
@@ -53,16 +55,43 @@ def test_rows_the_command_cannot_express_are_listed(rows: list[sv.ServeScore]) -
 
 def test_overall_targets_and_guards(rows: list[sv.ServeScore]) -> None:
     s = sv.summary(rows)["all"]
-    assert s["tpot_median"] <= 0.12  # the target: 11.4 % today
-    assert abs(s["tpot_signed"]) <= 0.05  # +0.9 % today
-    assert s["ttft_median"] <= 0.45  # regression guard (target 0.25): 43.0 % today
+    assert s["tpot_median"] <= 0.12  # the target: 11.7 % today
+    assert abs(s["tpot_signed"]) <= 0.05  # +1.5 % today
+    assert s["ttft_median"] <= 0.31  # regression guard (target 0.25): 29.6 % today
+    assert abs(s["ttft_signed"]) <= 0.16  # regression guard: -13.6 % today
+
+
+# TTFT signed median per (GPU, engine) group today; the four within +-15 % are held at the target
+TTFT_BIAS = {"B200 sglang": -0.490, "B200 trtllm": 0.019, "B200 vllm": -0.263, "H100-SXM5-80GB trtllm": -0.140,
+             "H100-SXM5-80GB vllm": 0.155, "H200-SXM-141GB sglang": -0.060, "H200-SXM-141GB trtllm": 0.238,
+             "H200-SXM-141GB vllm": 0.009}
+
+
+def test_each_groups_ttft_bias_meets_the_target_or_its_guard(rows: list[sv.ServeScore]) -> None:
+    groups = {g: b for g, b in sv.summary(rows)["groups"].items() if b["rows"]}
+    assert set(groups) == set(TTFT_BIAS)
+    for g, b in groups.items():
+        today = TTFT_BIAS[g]
+        bound = 0.15 if abs(today) <= 0.15 else abs(today) + 0.03  # the target, else a guard at today's figure
+        assert abs(b["ttft_signed"]) <= bound, (g, b["ttft_signed"])
+
+
+def test_each_row_runs_with_the_benchmarks_engine_knobs_and_answer_spread() -> None:
+    # AIConfigurator's benchmark configs: a step budget of batch size + isl + 1500 tokens
+    assert sv.BENCH_TOKEN_HEADROOM == 1500
+    lens = sv.bench_lengths(1024, 1024, 4000)
+    assert np.all(lens.input_len == 1024)
+    out = lens.output_len
+    assert abs(out.mean() / 1024 - 1) < 0.01 and 0.09 < out.std() / 1024 < 0.11
+    assert np.array_equal(out, sv.bench_lengths(1024, 1024, 4000).output_len)  # seeded
+    assert sv.bench_lengths(2, 1, 50).output_len.min() >= 1
 
 
 def test_every_group_meets_the_tpot_bias_target(rows: list[sv.ServeScore]) -> None:
     groups = {g: b for g, b in sv.summary(rows)["groups"].items() if b["rows"]}
     assert len(groups) >= 8
     for g, b in groups.items():
-        assert abs(b["tpot_signed"]) <= 0.15, g  # the target; the widest today: H200 trtllm +13.2 %
+        assert abs(b["tpot_signed"]) <= 0.15, g  # the target; the widest today: H200 trtllm +14.2 %
 
 
 def test_dense_llama_on_tensorrt_llm_meets_the_tpot_target(rows: list[sv.ServeScore]) -> None:

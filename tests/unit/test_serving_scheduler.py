@@ -300,3 +300,33 @@ def test_bad_lengths_files(tmp_path: Path) -> None:
 def test_bad_workload_values(make: object, match: str) -> None:
     with pytest.raises(InputError, match=match):
         make()  # type: ignore[operator]
+
+
+def test_request_latency_delays_the_scheduler_and_counts_in_ttft_not_in_tpot() -> None:
+    lag = 30e-3
+    cfg = SchedulerConfig(num_blocks=1000, request_latency_s=lag)
+    base = simulate(closed(3, 1, 100, 10), STEP, SchedulerConfig(num_blocks=1000))
+    r = simulate(closed(3, 1, 100, 10), STEP, cfg)
+    # each request waits `lag` before its prefill step: TTFT and E2E grow by it, TPOT does not
+    np.testing.assert_allclose(r.requests.ttft_s, base.requests.ttft_s + lag)
+    np.testing.assert_allclose(r.requests.e2e_s, base.requests.e2e_s + lag)
+    assert r.tpot.mean == pytest.approx(base.tpot.mean)
+    # closed loop: the next request is sent when the previous one finishes, not when the scheduler sees it
+    np.testing.assert_allclose(r.requests.arrival_s[1:], r.requests.finish_s[:-1])
+    assert r.requests.arrival_s[1] == pytest.approx(base.requests.finish_s[0] + lag)
+
+
+def test_request_latency_under_open_loop_arrivals() -> None:
+    lag = 5e-3
+    wl = Workload(fixed_lengths(50, 4, 20), Poisson(rate_per_s=50.0, seed=3))
+    base = simulate(wl, STEP, PLENTY)
+    r = simulate(wl, STEP, SchedulerConfig(num_blocks=100_000, max_num_seqs=256, max_num_batched_tokens=2048,
+                                           request_latency_s=lag))
+    np.testing.assert_allclose(r.requests.arrival_s, base.requests.arrival_s)  # sends as drawn
+    # every arrival reaches the scheduler `lag` later: the whole schedule shifts, batching included
+    np.testing.assert_allclose(r.requests.ttft_s, base.requests.ttft_s + lag, rtol=1e-9)
+
+
+def test_a_negative_request_latency_is_refused() -> None:
+    with pytest.raises(InputError, match="request_latency_s"):
+        SchedulerConfig(num_blocks=10, request_latency_s=-1e-3)

@@ -159,3 +159,43 @@ def test_fp8_weights_without_fp8_tensor_cores_are_weight_only() -> None:
     assert (op_a.dtype, op_a.tags) == ("bf16", ("wq",)) and (op_h.dtype, op_h.tags) == ("fp8", ())
     assert op_a.bytes_read == op_h.bytes_read  # the same 1-byte weights
     assert "no FP8 tensor cores" in a100.assumptions["weights"] and "tensor cores" not in h100.assumptions["weights"]
+
+
+def test_moe_expert_math_runs_below_a_dense_gemms_rate_in_prefill_not_in_small_decode() -> None:
+    import dataclasses
+
+    m = _model("qwen3-235b-a22b", "h200", "dgx-h200", tp=4, precision="fp8")
+    st = m.step_time
+    assert st.engine.moe_compute_efficiency < 1  # vllm's profile
+    full = dataclasses.replace(st, engine=dataclasses.replace(st.engine, moe_compute_efficiency=1.0), _fixed={},
+                               _rates=None, _head_passes={}, _parts=None)
+    prefill = StepBatch(np.array([4096]), np.array([4096]), np.zeros(0, np.int64))
+    decode = StepBatch.decode_only(np.full(8, 1024))
+    # a 4k-token prefill is bound by the experts' math: slower at the engine's grouped-GEMM rate
+    assert st(prefill) > 1.25 * full(prefill)  # attention and the dense layers dilute it
+    # eight decode tokens are bound by reading the experts' weights: the math rate hardly moves them
+    assert st(decode) == pytest.approx(full(decode), rel=0.02)
+    # a dense model has no expert GEMMs: the field does not apply
+    d = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8").step_time
+    dfull = dataclasses.replace(d, engine=dataclasses.replace(d.engine, moe_compute_efficiency=1.0), _fixed={},
+                                _rates=None, _head_passes={}, _parts=None)
+    assert d(prefill) == pytest.approx(dfull(prefill), rel=1e-12)
+
+
+def test_sglang_runs_vllms_kernel_profile_with_its_own_request_overhead() -> None:
+    from whichgpu.hardware.engine import get_engine
+
+    v, s = get_engine("vllm"), get_engine("sglang")
+    assert {k: x for k, x in s.to_dict().items() if k not in ("id", "name", "description", "sources",
+                                                               "request_overhead_ms")} == \
+        {k: x for k, x in v.to_dict().items() if k not in ("id", "name", "description", "sources",
+                                                            "request_overhead_ms")}
+    assert s.request_overhead_ms > v.request_overhead_ms > 0
+    sg = _model("llama-3.1-8b", engine="sglang")
+    vl = _model("llama-3.1-8b", engine="vllm")
+    b = StepBatch(np.array([1024]), np.array([1024]), np.full(4, 500))
+    assert sg.step_time(b) == pytest.approx(vl.step_time(b), rel=1e-12)  # the same GPU time per step
+    assert sg.request_latency_s == pytest.approx(s.request_overhead_ms * 1e-3)
+    cfg = sg.scheduler_config(sg.capacity())
+    assert cfg.request_latency_s == sg.request_latency_s
+    assert "ms per request before the scheduler" in sg.assumptions["engine"]

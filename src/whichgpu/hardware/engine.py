@@ -59,8 +59,9 @@ exp, sum and divide passes; a multiply and the cast back in backward)."""
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required but the serving engines' four (step_host_us_per_seq,
-# moe_efficiency, moe_layer_us, weight_stream_efficiency; defaults 0, 1, 0 and 1) and the training
+# Every field of both sections is required but the serving engines' six (step_host_us_per_seq,
+# moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms;
+# defaults 0, 1, 0, 1, 1 and 0) and the training
 # planner's microbatch_host_ms and cross_entropy (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
@@ -73,6 +74,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "step_host_ms_infer": number("nonneg", required=True, hi=100_000, unit="ms"),
         "step_host_us_per_seq": number("nonneg", hi=100_000, unit="us"),
         "microbatch_host_ms": number("nonneg", hi=100_000, unit="ms"),
+        "request_overhead_ms": number("nonneg", hi=100_000, unit="ms"),
     },
     "kernels": {
         "fusion": one_of(FUSIONS, required=True),
@@ -83,6 +85,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "grouped_kv": flag(required=True),
         "cross_entropy": one_of(CROSS_ENTROPIES),
         "moe_efficiency": number(lo=0.01, hi=1.0, unit="x the GEMM roofline"),
+        "moe_compute_efficiency": number(lo=0.01, hi=1.0, unit="x the dense GEMMs' math rate"),
         "moe_layer_us": number("nonneg", hi=100_000, unit="us"),
         "weight_stream_efficiency": number(lo=0.01, hi=1.0, unit="x the memory roofline"),
     },
@@ -112,6 +115,8 @@ class Engine:
     cross_entropy: str = "fused"  # training planner: the loss's kernels (CROSS_ENTROPIES)
     moe_efficiency: float = 1.0  # serving: the grouped-expert GEMMs' fraction of the GEMM roofline
     moe_layer_us: float = 0.0  # serving: fixed GPU time of an MoE layer's routing and expert dispatch per step
+    moe_compute_efficiency: float = 1.0  # serving: grouped-expert GEMMs' math rate, fraction of a dense GEMM's
+    request_overhead_ms: float = 0.0  # serving: per request, from its send until the scheduler sees it
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
@@ -149,6 +154,7 @@ class Engine:
                 "fp16_accumulate": self.fp16_accumulate, "quantized_bandwidth": self.quantized_bandwidth,
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,
                 "moe_efficiency": self.moe_efficiency, "moe_layer_us": self.moe_layer_us,
+                "moe_compute_efficiency": self.moe_compute_efficiency, "request_overhead_ms": self.request_overhead_ms,
                 "weight_stream_efficiency": self.weight_stream_efficiency,
                 "sources": dict(self.sources)}
 

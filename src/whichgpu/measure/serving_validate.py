@@ -6,13 +6,23 @@ lengths: the simulation runs the same workload through the engine model (`servin
 `serving.scheduler.simulate`) and compares mean TTFT and mean TPOT (the source does not say mean
 or median). Rows sharing ``measurement_group`` are one measurement re-labelled: scored once.
 
-What each row is run with (stated in `ASSUMPTIONS`): the engine's default batch knobs (vLLM's
-max_num_seqs / max_num_batched_tokens by GPU, `serving.kv.vllm_batch_defaults`, for every engine),
-90 % of GPU memory for the engine, 16-bit KV cache unless the row says FP8, weights in the row's
-precision (blank: BF16), 10 x concurrency requests, the first C sent together (the benchmark
-length of AIConfigurator's own evaluation runners, ``aiconfigurator/eval/benchmarks``: genai-perf
-with ``--request-count`` 10 x concurrency, SGLang's bench_serving with ``--num-prompts`` 10 x
-concurrency and no warm-up; the rows do not say which harness measured them).
+What each row is run with (stated in `ASSUMPTIONS`):
+- The engine knobs of AIConfigurator's own benchmark configs (its generator's benchmark rules,
+  ``generator/rule_plugin/benchmark/{vllm,trtllm,sglang}.rule``): max_num_seqs = the row's
+  ``batch_size`` (its concurrency per replica) and a step budget of batch_size + isl + 1500 tokens
+  (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens; SGLang max_prefill_tokens isl + 1500
+  with decode mixed in). The budget decides how a burst of prompts is chunked into steps.
+- 10 x concurrency requests, the first C sent together (the benchmark length of AIConfigurator's
+  evaluation runners, ``aiconfigurator/eval/benchmarks``).
+- Answer lengths spread by 10 % (normal, seeded) around ``osl``, as aiperf's ``--osl-stddev``
+  draws them in AIConfigurator's benchmark script: in a closed loop it keeps the clients out of
+  phase. Exactly equal answers would keep every wave of a burst in lockstep forever, each request
+  prefilled with its whole wave; the measured TTFT at concurrency 4-8 (about 1.2-1.5 prefill steps
+  on the rows whose prefill the model gets right, dense models on H100/H200) says the measured
+  clients were not. TPOT is a mean over requests and barely moves.
+- 90 % of GPU memory for the engine, 16-bit KV cache unless the row says FP8, weights in the row's
+  precision (blank: BF16); each engine's profile (vllm, sglang, tensorrt-llm), its request overhead
+  included.
 
 Not scored, listed with the reason: disaggregated rows (separate prefill and decode workers whose
 counts are mostly not published), attention data parallelism (DP attention), models without a
@@ -50,13 +60,31 @@ def validated_gpus() -> dict[str, str]:
 
 BENCH_REQUESTS_PER_CONCURRENCY = 10
 """Requests per unit of concurrency each row's benchmark is simulated with (see the module doc)."""
+BENCH_TOKEN_HEADROOM = 1500
+"""AIConfigurator's benchmark configs: max_num_batched_tokens (TensorRT-LLM max_num_tokens) =
+max_batch_size + isl + this (module doc)."""
+BENCH_ANSWER_SPREAD = 0.1
+"""Relative standard deviation of the simulated answer lengths around the row's osl (module doc)."""
+
+
+def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> Any:
+    """`n` requests of `isl` prompt tokens and answers of mean `osl` spread by BENCH_ANSWER_SPREAD
+    (normal, seeded, rounded, at least 1 token; the mean kept at `osl`)."""
+    import numpy as np
+
+    from whichgpu.serving.workload import RequestLengths
+
+    rng = np.random.default_rng(seed)
+    out = np.maximum(1, np.rint(osl * (1.0 + BENCH_ANSWER_SPREAD * rng.standard_normal(n)))).astype(np.int64)
+    return RequestLengths(np.full(n, isl, np.int64), out)
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}
 ASSUMPTIONS = {
-    "workload": "closed loop at the row's concurrency, fixed isl / osl, 10 x concurrency requests "
-                "(AIConfigurator's evaluation runners' benchmark length), the first wave sent together",
-    "engine": "vLLM v1 scheduling for every engine (chunked prefill, the GPU's default max_num_seqs and "
-              "max_num_batched_tokens), 90 % of GPU memory; SGLang with vLLM's kernel profile",
+    "workload": "closed loop at the row's concurrency, fixed isl, answers spread 10 % around osl (aiperf's "
+                "--osl-stddev; keeps the clients out of phase), 10 x concurrency requests, the first wave sent together",
+    "engine": "AIConfigurator's benchmark knobs: max_num_seqs = the row's batch size, a step budget of batch size + "
+              "isl + 1500 tokens, chunked prefill mixed with decode; 90 % of GPU memory; the engine's profile (vllm, "
+              "sglang = vLLM's kernels with its own request overhead, tensorrt-llm)",
     "precision": "weights in the row's precision (blank: BF16); KV cache 16-bit unless kv_precision says FP8",
     "metric": "mean TTFT and mean TPOT (the source does not say mean or median); one score per measurement_group",
 }
@@ -113,10 +141,9 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
     name contains it; `limit`: stop after that many scored rows."""
     from whichgpu.hardware.catalog import load_catalog
     from whichgpu.hardware.system import load_systems
-    from whichgpu.serving.kv import vllm_batch_defaults
     from whichgpu.serving.model import Setup, build
     from whichgpu.serving.scheduler import SchedulerConfig, simulate
-    from whichgpu.serving.workload import ClosedLoop, Workload, fixed_lengths
+    from whichgpu.serving.workload import ClosedLoop, Workload
 
     cat, systems = load_catalog(), load_systems()
     models: dict[tuple[Any, ...], Any] = {}
@@ -149,12 +176,13 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
                                           kv_dtype=kv, engine=engine))
             m = models[key]
             isl, osl, c = int(r["isl"]), int(r["osl"]), int(r["concurrency"])
-            tokens, seqs = vllm_batch_defaults(int(m.setup.gpu.memory_gb * 1e9), m.setup.gpu.name)
+            seqs = int(r["batch_size"] or c)  # the benchmark's engine knobs (module doc)
+            tokens = seqs + isl + BENCH_TOKEN_HEADROOM
             cap = m.capacity(max_seq_len=isl + osl, max_num_batched_tokens=tokens, max_num_seqs=seqs)
             cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                                                cpu_overhead_s=m.cpu_overhead_s)
+                                                cpu_overhead_s=m.cpu_overhead_s, request_latency_s=m.request_latency_s)
             n = BENCH_REQUESTS_PER_CONCURRENCY * c
-            res = simulate(Workload(fixed_lengths(isl, osl, n), ClosedLoop(c)), m.step_time, cfg)
+            res = simulate(Workload(bench_lengths(isl, osl, n), ClosedLoop(c)), m.step_time, cfg)
         except WhichGPUError as e:
             sc.reason = f"not expressible: {e}"
             out.append(sc)

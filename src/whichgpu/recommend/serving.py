@@ -176,7 +176,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
         cap = sm.capacity(max_seq_len=ask.input_len + ask.output_len, max_num_batched_tokens=tokens,
                           max_num_seqs=seqs)
         cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                                            cpu_overhead_s=sm.cpu_overhead_s)
+                                            cpu_overhead_s=sm.cpu_overhead_s, request_latency_s=sm.request_latency_s)
     except WhichGPUError as e:
         opt.reason, opt.kind = str(e).splitlines()[0], "fit"
         return opt, None

@@ -102,7 +102,8 @@ def _setup_doc(rep: ServeReport) -> dict[str, Any]:
             "gpus": rep.gpus, "engine": s.engine, "precision": s.precision, "kv_dtype": s.kv_dtype,
             "gpu_memory_utilization": rep.capacity.gpu_memory_utilization, "max_num_seqs": c.max_num_seqs,
             "max_num_batched_tokens": c.max_num_batched_tokens, "block_size": c.block_size,
-            "prefix_cache_hit_rate": c.prefix_cache_hit_rate, "cpu_overhead_ms_per_step": c.cpu_overhead_s * 1e3}
+            "prefix_cache_hit_rate": c.prefix_cache_hit_rate, "cpu_overhead_ms_per_step": c.cpu_overhead_s * 1e3,
+            "request_overhead_ms": c.request_latency_s * 1e3}
 
 
 def _memory_doc(rep: ServeReport) -> dict[str, Any]:

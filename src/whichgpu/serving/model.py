@@ -96,6 +96,12 @@ class ServingModel:
     stages: tuple[tuple[float, KvLayout], ...] = ()
     """Pipeline parallelism: (weight bytes, KV layout) of each stage's GPUs; () without."""
 
+    @property
+    def request_latency_s(self) -> float:
+        """The engine's fixed time per request before its scheduler sees it (engine profile
+        ``request_overhead_ms``)."""
+        return get_engine(self.setup.engine).request_overhead_ms * 1e-3
+
     def activation_peak_bytes(self, max_num_batched_tokens: int, max_num_seqs: int, logits: bool = True) -> float:
         a, t = self.args, self.setup.tp
         T = max_num_batched_tokens
@@ -146,6 +152,7 @@ class ServingModel:
         """The scheduler's pool of ``capacity`` with this setup's host time per step and
         speculative decoding; ``knobs``: the other `SchedulerConfig` fields."""
         knobs.setdefault("cpu_overhead_s", self.cpu_overhead_s)
+        knobs.setdefault("request_latency_s", self.request_latency_s)
         return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
 
     def simulate(self, workload: Workload, config: SchedulerConfig, *, decode_runs: bool = True) -> ServingResult:
@@ -224,8 +231,7 @@ def build(setup: Setup) -> ServingModel:
     if setup.precision == "fp4" and not setup.gpu.peak("fp4"):
         raise InputError(f"{setup.gpu.name} has no FP4 tensor cores (Blackwell and later)", field="precision")
     kv_bytes = 1.0 if setup.kv_dtype == "fp8" else 2.0
-    engine_id = "vllm" if setup.engine == "sglang" else setup.engine  # SGLang: vLLM's kernel and launch profile
-    eng = get_engine(engine_id)
+    eng = get_engine(setup.engine)  # sglang: vLLM's kernel and launch profile with its own request overhead
     dev = Device(setup.gpu, load_params())
     cpu = eng.step_host_ms_infer * 1e-3
 
@@ -285,6 +291,10 @@ def build(setup: Setup) -> ServingModel:
                      if a.experts and eng.moe_efficiency < 1 else "")
                   + (f", {eng.moe_layer_us:g} us per MoE layer per step for routing and expert dispatch"
                      if a.experts and eng.moe_layer_us else "")
+                  + (f", MoE expert GEMMs' math at {eng.moe_compute_efficiency:g} of a dense GEMM's rate"
+                     if a.experts and eng.moe_compute_efficiency < 1 else "")
+                  + (f", {eng.request_overhead_ms:g} ms per request before the scheduler sees it (front end, "
+                     "tokenisation, hand-off; counted in TTFT)" if eng.request_overhead_ms else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),
         "moe": "uniform routing: the experts a step reads are those its tokens reach" if a.experts else "dense",
         **notes,

@@ -80,6 +80,10 @@ class SchedulerConfig:
     """Fraction of each prompt found in the prefix cache (0: prefix caching off or no reuse)."""
     cpu_overhead_s: float = 0.0
     """CPU scheduling and bookkeeping time added to every step (not overlapped with the GPU)."""
+    request_latency_s: float = 0.0
+    """Time from a request's send until the scheduler sees it: the serving stack's fixed cost per
+    request outside the GPU steps (front end, tokenisation, hand-off to the engine process;
+    `Engine.request_overhead_ms`). Counted in TTFT and end-to-end latency; it holds no GPU time."""
     groups: BlockGroups | None = None
     """How many blocks a request of n tokens holds (sliding-window models); None: one block per
     ``block_size`` tokens."""
@@ -95,6 +99,8 @@ class SchedulerConfig:
         if not 0 <= self.prefix_cache_hit_rate < 1:
             raise InputError(f"prefix_cache_hit_rate must be in [0, 1), got {self.prefix_cache_hit_rate}",
                              field="prefix_cache_hit_rate")
+        if not self.request_latency_s >= 0:
+            raise InputError(f"request_latency_s must be >= 0, got {self.request_latency_s}", field="request_latency_s")
         if not self.cpu_overhead_s >= 0:
             raise InputError(f"cpu_overhead_s must be >= 0, got {self.cpu_overhead_s}", field="cpu_overhead_s")
         if self.spec is not None and not isinstance(self.spec, SpecDecode):
@@ -170,14 +176,15 @@ class _Engine:
         self.preempts = np.zeros(n, np.int64)
         self.closed = isinstance(workload.arrival, ClosedLoop)
         if isinstance(workload.arrival, ClosedLoop):
-            self.arrival = np.full(n, np.nan)
-            first_batch = min(workload.arrival.concurrency, n)
-            self.arrival[:first_batch] = 0.0
-            self.next_arrival = first_batch  # next request to send; closed loop: sent on a finish
+            self.arrival = np.full(n, np.nan)  # send times: set as requests are sent
+            self.sent = min(workload.arrival.concurrency, n)  # closed loop: one more sent per finish
+            self.arrival[:self.sent] = 0.0
         else:
             self.arrival = workload.arrival.arrivals(n)
-            self.next_arrival = 0
-        self.waiting: deque[int] = deque(range(self.next_arrival) if self.closed else ())
+            self.sent = n
+        self.lag = cfg.request_latency_s
+        self.next_arrival = 0  # next sent request the scheduler has not seen
+        self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self.free = cfg.num_blocks
         self.t = 0.0
@@ -194,8 +201,8 @@ class _Engine:
     def run(self) -> ServingResult:
         while self.done < self.n:
             self._arrive()
-            if not self.running and not self.waiting:  # idle until the next arrival (open loop)
-                self.t = float(self.arrival[self.next_arrival])
+            if not self.running and not self.waiting:  # idle until the next request reaches the scheduler
+                self.t = max(self.t, float(self.arrival[self.next_arrival]) + self.lag)
                 continue
             self._step()
             if self.decode_runs:
@@ -206,11 +213,9 @@ class _Engine:
                          seq_steps=self.seq_steps)
 
     def _arrive(self) -> None:
-        """Open loop: queue every request sent by now."""
-        if self.closed:
-            return
-        arr, i = self.arrival, self.next_arrival
-        while i < self.n and arr[i] <= self.t:
+        """Queue every sent request that has reached the scheduler by now."""
+        arr, i, t, lag = self.arrival, self.next_arrival, self.t, self.lag
+        while i < self.sent and arr[i] + lag <= t:
             self.waiting.append(i)
             i += 1
         self.next_arrival = i
@@ -375,10 +380,9 @@ class _Engine:
         self.done += int(fin.size)
         if self.closed:  # each finish lets the next request be sent
             for _ in range(int(fin.size)):
-                if self.next_arrival < self.n:
-                    self.arrival[self.next_arrival] = self.t
-                    self.waiting.append(self.next_arrival)
-                    self.next_arrival += 1
+                if self.sent < self.n:  # sent when the client has the last token
+                    self.arrival[self.sent] = self.t
+                    self.sent += 1
 
     # -- runs of identical decode steps ------------------------------------------------------
     def _decode_run(self) -> None:
@@ -409,9 +413,9 @@ class _Engine:
             return
         times = self._decode_times(ctx, k) + cfg.cpu_overhead_s
         cum = times.cumsum()
-        if not self.closed and not self.waiting and not full and self.next_arrival < self.n:
+        if not self.waiting and not full and self.next_arrival < self.sent:
             # stop after the step during which the next request arrives: it joins the next step
-            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] - self.t, side="left"))
+            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] + self.lag - self.t, side="left"))
             k = min(k, m + 1)
         self.t += float(cum[k - 1])
         self.steps += k
@@ -460,8 +464,8 @@ class _Engine:
             times = np.array([self.step_time(StepBatch.decode_only(ctx + p[i], drafts)) for i in range(steps)],
                              np.float64)
         cum = (times + cfg.cpu_overhead_s).cumsum()
-        if not self.closed and not self.waiting and not full and self.next_arrival < self.n:
-            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] - self.t, side="left"))
+        if not self.waiting and not full and self.next_arrival < self.sent:
+            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] + self.lag - self.t, side="left"))
             steps = min(steps, m + 1)
         self.t += float(cum[steps - 1])
         self.steps += steps

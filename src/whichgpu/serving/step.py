@@ -133,7 +133,8 @@ class StepModel:
 
     def _gemm(self, name: str, m: int, n: int, k: int, experts: float | None = None, rows_per: int | None = None) -> Op:
         """A forward GEMM (m x k) @ (k x n); with `experts`, a grouped GEMM over that many expert
-        weight matrices (tagged "experts": timed at the engine's moe_efficiency)."""
+        weight matrices (tagged "experts": timed at the engine's moe_efficiency, their math at its
+        moe_compute_efficiency of a dense GEMM's rate)."""
         p = self.precision
         w = WEIGHT_BYTES[p]
         f = 2.0 * m * n * k
@@ -141,6 +142,8 @@ class StepModel:
         if p in ("fp8", "int8") and not self.device.spec.peak(p):
             path = "bf16"  # no such tensor cores (FP8 before Hopper): weight-only, dequantised to 16-bit math
         tags = (("wq",) if p == "int4" or path != GEMM_PATH[p] else ()) + (("experts",) if experts is not None else ())
+        if experts is not None:  # grouped expert GEMMs run below a dense GEMM's math rate: timed as more math
+            f /= self.engine.moe_compute_efficiency
         experts = 1.0 if experts is None else experts
         b = max(1, round(experts))
         mm = (b, max(1, rows_per if rows_per is not None else m), n, k)
