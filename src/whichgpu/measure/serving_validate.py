@@ -15,8 +15,8 @@ What each row is run with (stated in `ASSUMPTIONS`):
 - 10 x concurrency requests, the first C sent together (the benchmark length of AIConfigurator's
   evaluation runners, ``aiconfigurator/eval/benchmarks``).
 - Answer lengths spread by 10 % (normal, seeded) around ``osl``, as aiperf's ``--osl-stddev``
-  draws them in AIConfigurator's benchmark script: in a closed loop it keeps the clients out of
-  phase. Exactly equal answers would keep every wave of a burst in lockstep forever, each request
+  draws them (AIConfigurator's benchmark script passes one; its value is not published, 10 % is
+  this module's assumption): in a closed loop it keeps the clients out of phase. Exactly equal answers would keep every wave of a burst in lockstep forever, each request
   prefilled with its whole wave; the measured TTFT at concurrency 4-8 (about 1.2-1.5 prefill steps
   on the rows whose prefill the model gets right, dense models on H100/H200) says the measured
   clients were not. TPOT is a mean over requests and barely moves.
@@ -37,9 +37,12 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whichgpu.errors import WhichGPUError
+
+if TYPE_CHECKING:
+    from whichgpu.serving.workload import RequestLengths
 
 ZOO = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
@@ -67,7 +70,7 @@ BENCH_ANSWER_SPREAD = 0.1
 """Relative standard deviation of the simulated answer lengths around the row's osl (module doc)."""
 
 
-def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> Any:
+def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> RequestLengths:
     """`n` requests of `isl` prompt tokens and answers of mean `osl` spread by BENCH_ANSWER_SPREAD
     (normal, seeded, rounded, at least 1 token; the mean kept at `osl`)."""
     import numpy as np
@@ -77,6 +80,8 @@ def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> Any:
     rng = np.random.default_rng(seed)
     out = np.maximum(1, np.rint(osl * (1.0 + BENCH_ANSWER_SPREAD * rng.standard_normal(n)))).astype(np.int64)
     return RequestLengths(np.full(n, isl, np.int64), out)
+
+
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}
 ASSUMPTIONS = {
