@@ -61,8 +61,8 @@ NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
 # Every field of both sections is required but the serving engines' six (step_host_us_per_seq,
 # moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms;
-# defaults 0, 1, 0, 1, 1 and 0) and the training
-# planner's microbatch_host_ms and cross_entropy (defaults 0 and "fused"). Plausible ranges
+# defaults 0, 1, 0, 1, 1 and 0) and the training planner's microbatch_host_ms and cross_entropy
+# (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {

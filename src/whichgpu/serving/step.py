@@ -168,7 +168,7 @@ class StepModel:
             kv = max(1, a.kv_heads // t)
             ops.append(self._gemm("qkv", T, (heads + 2 * kv) * a.head_dim, h))
         ops.append(self._gemm("o", T, h, heads * a.v_dim))
-        gated = a.family not in ("gpt2", "gptj", "falcon")
+        gated = a.mlp_matrices == 3
         if a.is_moe(layer):
             k, e = a.experts_per_token, a.experts
             local = max(1, e // self.ep)
