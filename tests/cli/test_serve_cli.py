@@ -35,7 +35,8 @@ def test_closed_loop_json() -> None:
     assert doc["total_tokens_per_s"] == pytest.approx(doc["output_tokens_per_s"] * 250 / 50)
     assert doc["workload"] == {"mode": "closed-loop", "concurrency": 8, "rate_per_s": None, "concurrency_per_replica": 8,
                                "rate_per_s_per_replica": None, "requests_per_replica": 100, "lengths_file": None,
-                               "mean_input_len": 200.0, "mean_output_len": 50.0, "seed": 0}
+                               "mean_input_len": 200.0, "mean_output_len": 50.0, "output_len_stddev": 0.0,
+                               "seed": 0}
     setup = doc["setup"]
     assert (setup["tp"], setup["gpus"], setup["engine"], setup["precision"]) == (1, 1, "vllm", "bf16")
     # vLLM's defaults on an 80 GB H100: 8192 tokens a step, 1024 sequences
@@ -70,6 +71,22 @@ def test_lengths_file(tmp_path: Path) -> None:
     assert doc["workload"]["lengths_file"] == str(f)
     assert 100 <= doc["workload"]["mean_input_len"] <= 300
     assert doc["memory"]["max_seq_len"] == 360
+
+
+def test_answer_spread_desynchronises_a_closed_loop() -> None:
+    # 32 equal requests in a closed loop stay in lockstep: every wave of prompts arrives together and
+    # waits for its wave's prefill; answers spread by 20 tokens let the clients drift apart
+    args = ("llama-3.1-8b", "--gpu", "h100", "--input-len", "2000", "--output-len", "200", "--requests", "320",
+            "--concurrency", "32")
+    equal = serve(*args)
+    spread = serve(*args, "--output-len-stddev", "20")
+    assert spread["workload"]["output_len_stddev"] == 20.0
+    assert spread["workload"]["mean_output_len"] != 200.0 and abs(spread["workload"]["mean_output_len"] - 200) < 5
+    assert spread["ttft_ms"]["mean"] < 0.7 * equal["ttft_ms"]["mean"]
+    assert spread["tpot_ms"]["mean"] == pytest.approx(equal["tpot_ms"]["mean"], rel=0.15)
+    assert any("lockstep" in n for n in equal["notes"]) and not any("lockstep" in n for n in spread["notes"])
+    assert serve(*args, "--output-len-stddev", "20") == spread  # seeded by --seed
+    assert serve(*args, "--output-len-stddev", "20", "--seed", "1")["ttft_ms"] != spread["ttft_ms"]
 
 
 def test_slo_search() -> None:
@@ -107,8 +124,10 @@ def test_console_report() -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     for s in ("memory per GPU", "KV cache", "throughput", "latency (ms)", "TTFT", "TPOT", "E2E", "preemptions",
-              "per million output tokens", "SLO: highest Poisson rate", "assumptions:"):
+              "per million output tokens", "SLO: highest Poisson rate", "assumptions:", "lockstep"):
         assert s in out, s
+    res = invoke("serve", *BASE, "--concurrency", "8", "--output-len-stddev", "5")
+    assert res.exit_code == 0 and "lockstep" not in res.stdout and "standard deviation of 5 tokens" in res.stdout
 
 
 def test_no_price_gives_null_cost() -> None:
@@ -135,6 +154,8 @@ def test_no_price_gives_null_cost() -> None:
     (("--concurrency", "3", "--replicas", "2"), "--concurrency"),
     (("--rate", "1", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization"),
     (("--rate", "1", "--lengths", "x.csv"), "--lengths"),
+    (("--rate", "1", "--output-len-stddev", "-1"), "--output-len-stddev"),
+    (("--rate", "1", "--output-len-stddev", "nan"), "--output-len-stddev"),
     (("--rate", "1", "--pp", "40"), "--pp"),  # more stages than the 32 layers
     (("--rate", "1", "--spec-draft-len", "4"), "--spec-draft-len"),  # without an acceptance rate
     (("--rate", "1", "--spec-draft-len", "4", "--spec-acceptance", "0"), "--spec-acceptance"),
@@ -155,6 +176,14 @@ def test_bad_names_and_lengths_exit_2() -> None:
         assert res.exit_code == 2 and res.stderr.startswith("error:"), res.output
     res = invoke("serve", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-len", "-5", "--output-len", "10")
     assert res.exit_code == 2 and "--input-len" in res.stderr
+
+
+def test_answer_spread_with_a_lengths_file_exit_2(tmp_path: Path) -> None:
+    f = tmp_path / "lengths.csv"
+    f.write_text("input_len,output_len\n100,20\n")
+    res = invoke("serve", "llama-3.1-8b", "--gpu", "h100", "--lengths", str(f), "--concurrency", "4",
+                 "--output-len-stddev", "5")
+    assert res.exit_code == 2 and "--output-len-stddev" in res.stderr and "\n" not in res.stderr.strip()
 
 
 def test_does_not_fit_exit_1() -> None:

@@ -23,6 +23,7 @@ from whichgpu.serving import (
     read_lengths,
     sample_lengths,
     simulate,
+    spread_lengths,
 )
 from whichgpu.serving.scheduler import _Blocks, schedule_running
 
@@ -330,3 +331,16 @@ def test_request_latency_under_open_loop_arrivals() -> None:
 def test_a_negative_request_latency_is_refused() -> None:
     with pytest.raises(InputError, match="request_latency_s"):
         SchedulerConfig(num_blocks=10, request_latency_s=-1e-3)
+
+
+def test_spread_lengths_draws_answers_around_the_mean_seeded() -> None:
+    got = spread_lengths(500, 300, 30.0, 5000, seed=4)
+    assert np.all(got.input_len == 500) and got.output_len.dtype == np.int64
+    assert abs(got.output_len.mean() - 300) < 2 and 28 < got.output_len.std() < 32
+    np.testing.assert_array_equal(got.output_len, spread_lengths(500, 300, 30.0, 5000, seed=4).output_len)
+    assert not np.array_equal(got.output_len, spread_lengths(500, 300, 30.0, 5000, seed=5).output_len)
+    assert spread_lengths(10, 2, 50.0, 200).output_len.min() >= 1  # clipped at one token
+    np.testing.assert_array_equal(spread_lengths(10, 7, 0.0, 3).output_len, [7, 7, 7])  # 0: fixed
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(InputError, match="output_stddev"):
+            spread_lengths(10, 7, bad, 3)

@@ -40,6 +40,7 @@ UTILIZATION = Bound(0, 1, lo_open=True)
 HIT_RATE = Bound(0, 0.99)
 SLO_MS = Bound(0, 1e7, lo_open=True)
 SEED = Bound(0, 2**32 - 1)
+LEN_STDDEV = Bound(0, limits.SEQ_LEN.hi)  # tokens
 SWEEP_POINTS = 8
 """Rates of the HTML report's latency-throughput curve: 1/8, 2/8, ..., 8/8 of the saturation rate."""
 
@@ -68,6 +69,10 @@ def serve_cmd(
                                "(all replicas)."),
     input_len: int = int_option(None, "--input-len", bound=limits.SEQ_LEN, help="Prompt tokens per request."),
     output_len: int = int_option(None, "--output-len", bound=limits.SEQ_LEN, help="Answer tokens per request."),
+    output_len_stddev: float = float_option(0.0, "--output-len-stddev", bound=LEN_STDDEV, help="Answers drawn "
+                                            "normal around --output-len with this standard deviation, tokens "
+                                            "(aiperf's --osl-stddev; seeded by --seed). 0: all equal; a closed "
+                                            "loop of equal requests keeps each burst in lockstep."),
     lengths: Path = typer.Option(None, "--lengths", help="JSONL or CSV of (input, output) token counts; requests draw "
                                  "pairs from it at random (instead of --input-len/--output-len)."),
     requests: int = int_option(None, "--requests", bound=REQUESTS, help="Requests per replica to simulate (default "
@@ -105,7 +110,7 @@ def serve_cmd(
         model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, spec_draft_len=spec_draft_len,
         spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine, concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
-        precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
         prefix_cache_hit_rate=prefix_cache_hit_rate, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
         slo_percentile=slo_percentile, seed=seed, sweep=html is not None, catalog=catalog)
@@ -133,7 +138,7 @@ def serve_run(
     replicas: int = 1,
     engine: str = "vllm", concurrency: int | None = None, rate: float | None = None, input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
-    precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
+    output_len_stddev: float = 0.0, precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
     max_num_seqs: int | None = None, max_batched_tokens: int | None = None, prefix_cache_hit_rate: float = 0.0,
     slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, slo_percentile: int = 90, seed: int = 0,
     sweep: bool = False, catalog: str | None = None,
@@ -167,6 +172,9 @@ def serve_run(
     if concurrency is not None and concurrency % replicas:
         raise InputError(f"--concurrency {concurrency} does not split evenly over {replicas} replicas", field="concurrency")
     pool, fixed = _lengths(input_len, output_len, lengths)
+    if output_len_stddev and not fixed:
+        raise InputError("--output-len-stddev spreads --output-len; with --lengths the file gives the lengths",
+                         field="output_len_stddev")
     named = get_system(catalog, system)
     g = get_catalog(catalog).get(gpu_names(gpu, named))
     sys_ = system_for(g, named, catalog)
@@ -198,7 +206,7 @@ def serve_run(
     per_conc = concurrency // replicas if concurrency is not None else None
     per_rate = rate / replicas if rate is not None else None
     n = requests or (max(1000, 10 * per_conc) if per_conc is not None else 1000)
-    reqs = _draw(pool, fixed, n, seed)
+    reqs = _draw(pool, fixed, n, seed, output_len_stddev)
     arrival = ClosedLoop(per_conc) if per_conc is not None else Poisson(float(per_rate or 0.0), seed)
     result = sm.simulate(Workload(reqs, arrival), cfg)
 
@@ -211,7 +219,7 @@ def serve_run(
     if slo_ttft_ms is not None or slo_tpot_ms is not None or sweep:
         sat_conc = held_concurrency(cap, mns)
         n_probe = probe_requests(sat_conc)
-        probe_reqs = _draw(pool, fixed, n_probe, seed)
+        probe_reqs = _draw(pool, fixed, n_probe, seed, output_len_stddev)
         ceiling = saturation_rate(probe_reqs, sm.step_time, cfg, sat_conc, simulate_fn=sm.simulator).requests_per_s
         runner = poisson_runner(probe_reqs, sm.step_time, cfg, seed, simulate_fn=sm.simulator)
         if slo_ttft_ms is not None or slo_tpot_ms is not None:
@@ -227,7 +235,7 @@ def serve_run(
         fixed_lengths=fixed, mean_input_len=float(reqs.input_len.mean()), mean_output_len=float(reqs.output_len.mean()),
         seed=seed, result=result, prices=catalog_prices(g, dt.date.today()), slo=slo_search, ceiling_per_s=ceiling,
         probe_requests=n_probe, sweep=curve,
-        slo_percentile=slo_percentile)
+        slo_percentile=slo_percentile, output_len_stddev=float(output_len_stddev) if fixed else 0.0)
     return rep
 
 
@@ -254,12 +262,13 @@ def _lengths(input_len: int | None, output_len: int | None, path: Path | None) -
     return fixed_lengths(input_len, output_len, 1), True
 
 
-def _draw(pool: RequestLengths, fixed: bool, n: int, seed: int) -> RequestLengths:
-    """``n`` requests from the pool: copies of the one fixed pair, or a seeded sample of the file's."""
-    from whichgpu.serving.workload import fixed_lengths, sample_lengths
+def _draw(pool: RequestLengths, fixed: bool, n: int, seed: int, output_stddev: float = 0.0) -> RequestLengths:
+    """``n`` requests from the pool: the one fixed pair (answers spread by ``output_stddev`` tokens,
+    seeded), or a seeded sample of the file's."""
+    from whichgpu.serving.workload import sample_lengths, spread_lengths
 
     if fixed:
-        return fixed_lengths(int(pool.input_len[0]), int(pool.output_len[0]), n)
+        return spread_lengths(int(pool.input_len[0]), int(pool.output_len[0]), output_stddev, n, seed)
     return sample_lengths(pool, n, seed)
 
 

@@ -78,14 +78,10 @@ BENCH_ANSWER_SPREAD = 0.1
 
 def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> RequestLengths:
     """`n` requests of `isl` prompt tokens and answers of mean `osl` spread by BENCH_ANSWER_SPREAD
-    (normal, seeded, rounded, at least 1 token; the mean kept at `osl`)."""
-    import numpy as np
+    (`serving.workload.spread_lengths`: normal, seeded, rounded, at least 1 token)."""
+    from whichgpu.serving.workload import spread_lengths
 
-    from whichgpu.serving.workload import RequestLengths
-
-    rng = np.random.default_rng(seed)
-    out = np.maximum(1, np.rint(osl * (1.0 + BENCH_ANSWER_SPREAD * rng.standard_normal(n)))).astype(np.int64)
-    return RequestLengths(np.full(n, isl, np.int64), out)
+    return spread_lengths(isl, osl, BENCH_ANSWER_SPREAD * osl, n, seed)
 
 
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}

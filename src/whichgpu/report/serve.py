@@ -49,6 +49,8 @@ class ServeReport:
     sweep: list[tuple[float, ServingResult]] | None
     """(rate of one replica, its run), rates growing to the ceiling (the HTML chart)."""
     slo_percentile: int = 90
+    output_len_stddev: float = 0.0
+    """Standard deviation of the answer lengths around --output-len, tokens (0: fixed)."""
 
     @property
     def gpus(self) -> int:
@@ -159,7 +161,8 @@ def _workload_doc(rep: ServeReport) -> dict[str, Any]:
             "concurrency_per_replica": None if rep.concurrency is None else rep.concurrency // rep.replicas,
             "rate_per_s_per_replica": None if rep.rate_per_s is None else rep.rate_per_s / rep.replicas,
             "requests_per_replica": rep.num_requests, "lengths_file": rep.lengths_file,
-            "mean_input_len": rep.mean_input_len, "mean_output_len": rep.mean_output_len, "seed": rep.seed}
+            "mean_input_len": rep.mean_input_len, "mean_output_len": rep.mean_output_len,
+            "output_len_stddev": rep.output_len_stddev, "seed": rep.seed}
 
 
 def serve_document(rep: ServeReport) -> dict[str, Any]:
@@ -190,6 +193,10 @@ def notes(rep: ServeReport) -> list[str]:
         out.append(f"no rental price for {rep.serving.setup.gpu.name} in the catalog: no cost per token")
     elif rep.prices.rent.stale:
         out.append(f"the rental price of {rep.serving.setup.gpu.name} is older than a year")
+    if rep.concurrency is not None and rep.fixed_lengths and not rep.output_len_stddev:
+        out.append("equal answers in a closed loop keep each burst in lockstep (every prompt prefilled with its "
+                   "wave); real clients drift out of phase: --output-len-stddev (say 10 % of --output-len) gives "
+                   "that steady state")
     if rep.config.max_num_seqs > rep.capacity.max_concurrency:
         out.append(f"max_num_seqs {rep.config.max_num_seqs} exceeds the {rep.capacity.max_concurrency:.0f} requests "
                    "of the longest length the KV cache holds: at full load requests wait or are preempted")
@@ -248,7 +255,10 @@ def workload_text(rep: ServeReport) -> str:
     else:
         load = f"Poisson arrivals at {rep.rate_per_s:g} requests/s"
     per = " per replica" if rep.replicas > 1 else ""
-    if rep.fixed_lengths:
+    if rep.fixed_lengths and rep.output_len_stddev:
+        lens = (f"{rep.mean_input_len:.0f} prompt + {rep.mean_output_len:.0f} answer tokens (mean; answers "
+                f"spread by a standard deviation of {rep.output_len_stddev:g} tokens)")
+    elif rep.fixed_lengths:
         lens = f"{rep.mean_input_len:.0f} prompt + {rep.mean_output_len:.0f} answer tokens"
     else:
         lens = (f"lengths drawn from {rep.lengths_file} (mean {rep.mean_input_len:.0f} prompt + "

@@ -37,6 +37,7 @@ from whichgpu.serving.workload import (
     fixed_lengths,
     read_lengths,
     sample_lengths,
+    spread_lengths,
 )
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "sample_lengths",
     "simulate",
     "simulate_pipeline",
+    "spread_lengths",
     "stage_layers",
     "vllm_batch_defaults",
 ]

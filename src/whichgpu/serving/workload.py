@@ -70,6 +70,23 @@ def fixed_lengths(input_len: int, output_len: int, num_requests: int) -> Request
     return RequestLengths(np.full(num_requests, input_len, np.int64), np.full(num_requests, output_len, np.int64))
 
 
+def spread_lengths(input_len: int, output_len: int, output_stddev: float, num_requests: int,
+                   seed: int = 0) -> RequestLengths:
+    """``num_requests`` prompts of ``input_len`` tokens and answers drawn normal around ``output_len``
+    with ``output_stddev`` tokens of standard deviation (seeded, rounded, at least 1 token), as a
+    benchmark client's output-length spread draws them (aiperf ``--osl-stddev``). 0: fixed lengths."""
+    if not (isinstance(output_stddev, (int, float, np.floating)) and np.isfinite(output_stddev)
+            and output_stddev >= 0):
+        raise InputError(f"output_stddev must be a finite number of tokens >= 0, got {output_stddev}",
+                         field="output_len_stddev")
+    base = fixed_lengths(input_len, output_len, num_requests)
+    if output_stddev == 0:
+        return base
+    z = np.random.default_rng(seed).standard_normal(num_requests)
+    out = np.maximum(1, np.rint(output_len + output_stddev * z)).astype(np.int64)
+    return RequestLengths(base.input_len, out)
+
+
 def read_lengths(path: str | Path) -> RequestLengths:
     """Every (input, output) pair of a lengths file, in file order.
 
