@@ -235,7 +235,7 @@ def serve_run(
         fixed_lengths=fixed, mean_input_len=float(reqs.input_len.mean()), mean_output_len=float(reqs.output_len.mean()),
         seed=seed, result=result, prices=catalog_prices(g, dt.date.today()), slo=slo_search, ceiling_per_s=ceiling,
         probe_requests=n_probe, sweep=curve,
-        slo_percentile=slo_percentile, output_len_stddev=float(output_len_stddev) if fixed else 0.0)
+        slo_percentile=slo_percentile, output_len_stddev=float(output_len_stddev))  # 0 with --lengths (refused above)
     return rep
 
 
