@@ -62,6 +62,10 @@ class LayerCost:
     input_grad_s: float  # B: activation gradients (dgrad GEMMs, attention and elementwise backward)
     weight_grad_s: float  # W: weight-gradient GEMMs
     attention_fwd_s: float  # the attention core's forward (what selective recomputation repeats)
+    forward_gpu_s: float  # the forward kernels' GPU time alone (forward_s: the longer of it and the host's)
+    input_grad_gpu_s: float  # the same for the input-gradient pass
+    forward_host_s: float  # the host's time to issue the forward kernels (0 under CUDA graphs)
+    input_grad_host_s: float  # the same for the input-gradient pass
     tp_bytes: float  # one tensor-parallel collective's message (T x h activations)
     tp_collectives: int  # collectives per pass (forward; backward has as many)
     cp_bytes: float  # K/V this rank passes around the context-parallel ring per pass
@@ -304,13 +308,18 @@ class EdgeCost:
     activation_bytes: float
 
 
-def _time(ops: list[Op], dev: Device, latency_s: float, host_s: float = 0.0) -> float:
-    """GPU time of the kernels, or the host's time to launch them when that is longer (eager
-    PyTorch issues each kernel from Python: ``host_s`` per kernel and its views, engine profile)."""
+def _gpu_host(ops: list[Op], dev: Device, latency_s: float, host_s: float = 0.0) -> tuple[float, float]:
+    """(GPU time of the kernels, the host's time to launch them): eager PyTorch issues each kernel
+    from Python, ``host_s`` per kernel and its views (engine profile)."""
     from whichgpu.perf.estimate import op_cost
 
     gpu = sum(op_cost(o, dev, "max", latency_s)[0] for o in ops)
-    return max(gpu, host_s * sum(o.kernels for o in ops))
+    return gpu, host_s * sum(o.kernels for o in ops)
+
+
+def _time(ops: list[Op], dev: Device, latency_s: float, host_s: float = 0.0) -> float:
+    """GPU time of the kernels, or the host's time to launch them when that is longer."""
+    return max(_gpu_host(ops, dev, latency_s, host_s))
 
 
 @lru_cache(maxsize=4096)
@@ -327,9 +336,13 @@ def _layer_cost(a: DecoderArgs, layer_kind: tuple[int, bool], layer: int, sh: Sh
         kv_width = (a.kv_lora_rank + a.qk_rope_dim) if a.mla else 2 * kvh * a.qk_dim
         cp_bytes = T * kv_width * sh.act_bytes
     ep_bytes = T * a.experts_per_token * a.hidden * sh.act_bytes if (a.is_moe(layer) and sh.ep > 1) else 0.0
+    f_gpu, f_host = _gpu_host(fwd, dev, lat, host_s)
+    b_gpu, b_host = _gpu_host(dgrad, dev, lat, host_s)
     return LayerCost(
-        forward_s=_time(fwd, dev, lat, host_s), input_grad_s=_time(dgrad, dev, lat, host_s),
-        weight_grad_s=_time(wgrad, dev, lat, host_s), attention_fwd_s=_time(attn, dev, lat, host_s), tp_bytes=T * a.hidden * sh.act_bytes if sh.tp > 1 else 0.0,
+        forward_s=max(f_gpu, f_host), input_grad_s=max(b_gpu, b_host),
+        weight_grad_s=_time(wgrad, dev, lat, host_s), attention_fwd_s=_time(attn, dev, lat, host_s),
+        forward_gpu_s=f_gpu, input_grad_gpu_s=b_gpu, forward_host_s=f_host, input_grad_host_s=b_host,
+        tp_bytes=T * a.hidden * sh.act_bytes if sh.tp > 1 else 0.0,
         tp_collectives=2 if sh.tp > 1 else 0, cp_bytes=cp_bytes, ep_bytes=ep_bytes,
         flops_fwd=sum(o.flops for o in fwd), activation_bytes=saved, input_bytes=inp, moe=a.is_moe(layer))
 

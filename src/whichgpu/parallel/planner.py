@@ -288,6 +288,16 @@ def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: in
     return n, experts
 
 
+def _pass_time(gpu_s: float, host_s: float, comm: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """(time of one pass, the part of each kind of collective it exposes): the longer of the GPU's
+    kernels plus the collectives and the host's time to issue them; what the collectives add
+    beyond the longer of the two alone is exposed, shared over the kinds by their times."""
+    total = sum(comm.values())
+    t = max(gpu_s + total, host_s)
+    shown = t - max(gpu_s, host_s)
+    return t, {k: (v * shown / total if total > 0 else 0.0) for k, v in comm.items()}
+
+
 def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     """Step time, throughput and the worst rank's memory of one layout (check_layout first)."""
     from whichgpu.parallel.schedule import simulate, step_time
@@ -345,7 +355,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             tp_raw = lc.tp_collectives * tp_coll(lc.tp_bytes)
             # --tp-comm-overlap pipelines the collectives with the GEMMs they feed: hidden up to
             # half the layer's kernels (the GEMM share), the rest exposed
-            tp_f = max(0.0, tp_raw - 0.5 * lc.forward_s) if plan.tp_comm_overlap else tp_raw
+            tp_f = max(0.0, tp_raw - 0.5 * lc.forward_gpu_s) if plan.tp_comm_overlap else tp_raw
             cp_raw_f = ring_pass(lc.cp_bytes, cp_link, plan.cp)
             cp_raw_b = ring_pass(2 * lc.cp_bytes, cp_link, plan.cp)
             cp_f = max(0.0, cp_raw_f - lc.attention_fwd_s)
@@ -355,16 +365,15 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             raw["tp"] += count * (passes * tp_raw)
             raw["cp"] += count * (cp_raw_f * (passes - 1) + cp_raw_b)
             raw["ep"] += count * (passes * ep_f)
-            fwd = lc.forward_s + tp_f + cp_f + ep_f
-            bwd = lc.input_grad_s + tp_f + cp_b + ep_f
-            comm["tp"] += count * (2 * tp_f)
-            comm["cp"] += count * (cp_f + cp_b)
-            comm["ep"] += count * (2 * ep_f)
+            # Collectives are asynchronous to the host: where eager Python issuing the kernels is
+            # the bottleneck, the GPU runs them in the slack the host leaves, so a pass takes the
+            # longer of its kernels plus its collectives and the host's time to issue them
+            fwd, ex_f = _pass_time(lc.forward_gpu_s, lc.forward_host_s, {"tp": tp_f, "cp": cp_f, "ep": ep_f})
+            bwd, ex_b = _pass_time(lc.input_grad_gpu_s, lc.input_grad_host_s, {"tp": tp_f, "cp": cp_b, "ep": ep_f})
+            for k in ("tp", "cp", "ep"):
+                comm[k] += count * (ex_f[k] + ex_b[k] + (ex_f[k] if recompute == "full" else 0.0))
             if recompute == "full":
                 bwd += fwd
-                comm["tp"] += count * (tp_f)
-                comm["cp"] += count * (cp_f)
-                comm["ep"] += count * (ep_f)
             elif recompute == "selective":
                 bwd += lc.attention_fwd_s
             f += count * (fwd)
@@ -495,7 +504,9 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
             "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
             "host": (f"{eng.name}: " + ("CUDA graphs" if eng.graphs else f"{eng.host_op_us + eng.host_view_us:g} us per kernel")
-                     + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"),
+                     + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"
+                     + ("" if eng.graphs else "; a pass takes the longer of its kernels plus collectives and the host's "
+                        "issue time (collectives run in a host-bound pass's slack)")),
             "loss": ("Megatron's unfused vocab-parallel cross-entropy over FP32 logits (eight passes; "
                      "--cross-entropy-loss-fusion off, Megatron-LM's default): --engine nemo for the fused loss"
                      if eng.cross_entropy == "vocab-parallel"
