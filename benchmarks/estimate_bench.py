@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 from whichgpu.hardware.catalog import load_catalog
-from whichgpu.perf import estimate
 from whichgpu.parallel.plan import Plan
+from whichgpu.perf import estimate
 from whichgpu.workload.api import get_trace
 from whichgpu.workload.spec import WorkloadSpec
 
