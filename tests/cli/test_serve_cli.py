@@ -124,10 +124,25 @@ def test_console_report() -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     for s in ("memory per GPU", "KV cache", "throughput", "latency (ms)", "TTFT", "TPOT", "E2E", "preemptions",
-              "per million output tokens", "SLO: highest Poisson rate", "assumptions:", "lockstep"):
+              "per million output tokens", "SLO: highest Poisson rate", "assumptions:", "lockstep",
+              "accuracy: on ", "published runs of vllm on NVIDIA H100"):
         assert s in out, s
     res = invoke("serve", *BASE, "--concurrency", "8", "--output-len-stddev", "5")
     assert res.exit_code == 0 and "lockstep" not in res.stdout and "standard deviation of 5 tokens" in res.stdout
+
+
+def test_the_published_runs_of_the_same_gpu_and_engine_say_how_far_off_we_were() -> None:
+    doc = serve(*BASE, "--concurrency", "8")
+    acc = doc["accuracy"]
+    assert (acc["gpu"], acc["engine"], acc["exact"]) == ("h100-sxm5-80gb", "vllm", True) and acc["rows"] >= 8
+    for k in ("ttft_measured_over_predicted", "tpot_measured_over_predicted"):
+        assert 0 < acc[k]["p10"] <= acc[k]["p50"] <= acc[k]["p90"]
+    # a GPU no published run measured: the engine's runs on the validated GPUs, said so
+    doc = serve("llama-3.1-8b", "--gpu", "rtx-4090", "--input-len", "200", "--output-len", "50", "--requests", "50",
+                "--concurrency", "4")
+    acc = doc["accuracy"]
+    assert (acc["gpu"], acc["engine"], acc["exact"]) == ("*", "vllm", False)
+    assert acc["scope"] == "vllm on all validated GPUs"
 
 
 def test_no_price_gives_null_cost() -> None:

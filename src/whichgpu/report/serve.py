@@ -11,6 +11,7 @@ from typing import Any
 
 from whichgpu.recommend.prices import GpuPrices
 from whichgpu.report.console import compact_table, console, say
+from whichgpu.serving.accuracy import Accuracy, lookup
 from whichgpu.serving.kv import KvCapacity
 from whichgpu.serving.model import ServingModel
 from whichgpu.serving.results import LatencyStats, ServingResult
@@ -180,8 +181,20 @@ def serve_document(rep: ServeReport) -> dict[str, Any]:
                                                                                if k != "usd"}},
         "slo": _slo_doc(rep),
         "assumptions": dict(sm.assumptions),
+        "accuracy": None if (acc := accuracy(rep)) is None else acc.to_dict(sm.setup.gpu.name),
         "notes": notes(rep),
     }
+
+
+def accuracy(rep: ServeReport) -> Accuracy | None:
+    """The published runs of this GPU and engine (or the coarser group) and how far off we were."""
+    s = rep.serving.setup
+    return lookup(s.gpu.id, s.engine)
+
+
+def accuracy_text(rep: ServeReport) -> str | None:
+    a = accuracy(rep)
+    return None if a is None else a.text(rep.serving.setup.gpu.name)
 
 
 def notes(rep: ServeReport) -> list[str]:
@@ -306,6 +319,8 @@ def print_serve(rep: ServeReport) -> None:
     if rep.slo is not None:
         say(slo_line(rep), wrap=True)
     say("assumptions: " + "; ".join(f"{k}: {v}" for k, v in rep.serving.assumptions.items()), wrap=True)
+    if (acc := accuracy_text(rep)) is not None:
+        say("accuracy: " + acc, wrap=True)
     for n in notes(rep):
         say("note: " + n, wrap=True)
 
@@ -418,6 +433,8 @@ def render_html(rep: ServeReport) -> str:
     p = rep.slo_percentile
     assumptions = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in rep.serving.assumptions.items())
     note_items = "".join(f"<li>{_e(n)}</li>" for n in notes(rep))
+    if (acc := accuracy_text(rep)) is not None:
+        note_items = f"<li><b>accuracy</b>: {_e(acc)}</li>" + note_items
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
            "margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}"
            ".charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555}")
