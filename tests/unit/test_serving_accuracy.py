@@ -116,29 +116,20 @@ def test_dense_llama_on_tensorrt_llm_meets_the_tpot_target(rows: list[sv.ServeSc
 def test_serves_packaged_accuracy_figures_are_todays(rows: list[sv.ServeScore]) -> None:
     """serving/accuracy.toml (what `serve` prints next to its latencies) holds the percentiles of
     measured / predicted of today's scores: re-run scripts/serve_accuracy.py after a refit."""
-    from collections import defaultdict
+    from whichgpu.serving.accuracy import ANY, load, lookup
 
-    from whichgpu.measure.validate import percentile
-    from whichgpu.serving.accuracy import ANY, MIN_ROWS, load, lookup
-
-    groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    for r in rows:
-        if r.predicted_ttft_ms is None or r.predicted_tpot_ms is None:
-            continue
-        gpu, engine = sv.GPUS[r.gpu][0], sv.ENGINES[r.engine]
-        ratio = (r.measured_ttft_ms / r.predicted_ttft_ms, r.measured_tpot_ms / r.predicted_tpot_ms)
-        for key in ((gpu, engine), (ANY, engine), (ANY, ANY)):
-            groups[key].append(ratio)
+    today = sv.accuracy_groups(rows)
     packaged = {(g["gpu"], g["engine"]): g for g in load()["group"]}
-    assert set(packaged) == {k for k, v in groups.items() if len(v) >= MIN_ROWS}
+    assert set(packaged) == set(today)
+    assert today[(ANY, ANY)][0] == sum(r.predicted_ttft_ms is not None for r in rows)
     for key, g in packaged.items():
-        v = groups[key]
-        assert g["rows"] == len(v), key
-        for i, name in ((0, "ttft"), (1, "tpot")):
-            want = [percentile(sorted(x[i] for x in v), q) for q in (0.1, 0.5, 0.9)]
-            assert g[name] == pytest.approx(want, abs=1e-3), (key, name)
+        n, ttft, tpot = today[key]
+        assert g["rows"] == n, key
+        assert g["ttft"] == pytest.approx(ttft, abs=1e-3) and g["tpot"] == pytest.approx(tpot, abs=1e-3), key
+        assert g["ttft"][0] <= g["ttft"][1] <= g["ttft"][2] and g["tpot"][0] <= g["tpot"][1] <= g["tpot"][2]
     # the narrowest group that holds a GPU and engine, else the engine's, else all rows
-    assert lookup("b200", "vllm").exact and lookup("b200", "vllm").rows == len(groups[("b200", "vllm")])  # type: ignore[union-attr]
+    exact = lookup("b200", "vllm")
+    assert exact is not None and exact.exact and exact.rows == today[("b200", "vllm")][0]
     fallback = lookup("rtx-4090", "vllm")
     assert fallback is not None and not fallback.exact and fallback.gpu == ANY and fallback.engine == "vllm"
     assert lookup("rtx-4090", "no-such-engine").engine == ANY  # type: ignore[union-attr]

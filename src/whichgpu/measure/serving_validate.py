@@ -208,6 +208,29 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
     return out
 
 
+def accuracy_groups(scores: list[ServeScore]) -> dict[tuple[str, str], tuple[int, list[float], list[float]]]:
+    """serve's accuracy figures (serving/accuracy.toml): per (GPU id, engine id), per engine over
+    all GPUs ("*", engine) and over all rows ("*", "*"), with at least serving.accuracy.MIN_ROWS
+    scored rows: (rows, [p10, p50, p90] of measured / predicted mean TTFT, the same of TPOT)."""
+    from whichgpu.measure.validate import percentile
+    from whichgpu.serving.accuracy import ANY, MIN_ROWS
+
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for s in scores:
+        if s.predicted_ttft_ms is None or s.predicted_tpot_ms is None:
+            continue
+        gpu, engine = GPUS[s.gpu][0], ENGINES[s.engine]
+        ratio = (s.measured_ttft_ms / s.predicted_ttft_ms, s.measured_tpot_ms / s.predicted_tpot_ms)
+        for key in ((gpu, engine), (ANY, engine), (ANY, ANY)):
+            groups[key].append(ratio)
+
+    def spread(v: list[tuple[float, float]], i: int) -> list[float]:
+        xs = sorted(x[i] for x in v)
+        return [percentile(xs, q) or 0.0 for q in (0.1, 0.5, 0.9)]
+
+    return {k: (len(v), spread(v, 0), spread(v, 1)) for k, v in groups.items() if len(v) >= MIN_ROWS}
+
+
 def summary(scores: list[ServeScore]) -> dict[str, Any]:
     """Median |error| and signed median of TTFT and TPOT, overall and per (GPU, engine) group."""
     def block(ss: list[ServeScore]) -> dict[str, Any]:

@@ -58,14 +58,12 @@ class Shard:
 class LayerCost:
     """Seconds and bytes of one layer, one micro-batch, one rank."""
 
-    forward_s: float  # kernels of the forward pass
-    input_grad_s: float  # B: activation gradients (dgrad GEMMs, attention and elementwise backward)
-    weight_grad_s: float  # W: weight-gradient GEMMs
-    attention_fwd_s: float  # the attention core's forward (what selective recomputation repeats)
-    forward_gpu_s: float  # the forward kernels' GPU time alone (forward_s: the longer of it and the host's)
-    input_grad_gpu_s: float  # the same for the input-gradient pass
+    forward_gpu_s: float  # GPU time of the forward pass's kernels
+    input_grad_gpu_s: float  # B: activation gradients (dgrad GEMMs, attention and elementwise backward)
     forward_host_s: float  # the host's time to issue the forward kernels (0 under CUDA graphs)
     input_grad_host_s: float  # the same for the input-gradient pass
+    weight_grad_s: float  # W: weight-gradient GEMMs
+    attention_fwd_s: float  # the attention core's forward (what selective recomputation repeats)
     tp_bytes: float  # one tensor-parallel collective's message (T x h activations)
     tp_collectives: int  # collectives per pass (forward; backward has as many)
     cp_bytes: float  # K/V this rank passes around the context-parallel ring per pass
@@ -74,6 +72,16 @@ class LayerCost:
     activation_bytes: float  # activations saved for backward (no recomputation)
     input_bytes: float  # the layer's input (what full recomputation keeps)
     moe: bool
+
+    @property
+    def forward_s(self) -> float:
+        """The forward pass: its kernels, or the host issuing them when that is longer."""
+        return max(self.forward_gpu_s, self.forward_host_s)
+
+    @property
+    def input_grad_s(self) -> float:
+        """The input-gradient pass, likewise."""
+        return max(self.input_grad_gpu_s, self.input_grad_host_s)
 
 
 def _gemm(name: str, m: int, n: int, k: int, dtype: str, e: float, w: float, module: str) -> list[Op]:
@@ -339,9 +347,8 @@ def _layer_cost(a: DecoderArgs, layer_kind: tuple[int, bool], layer: int, sh: Sh
     f_gpu, f_host = _gpu_host(fwd, dev, lat, host_s)
     b_gpu, b_host = _gpu_host(dgrad, dev, lat, host_s)
     return LayerCost(
-        forward_s=max(f_gpu, f_host), input_grad_s=max(b_gpu, b_host),
-        weight_grad_s=_time(wgrad, dev, lat, host_s), attention_fwd_s=_time(attn, dev, lat, host_s),
         forward_gpu_s=f_gpu, input_grad_gpu_s=b_gpu, forward_host_s=f_host, input_grad_host_s=b_host,
+        weight_grad_s=_time(wgrad, dev, lat, host_s), attention_fwd_s=_time(attn, dev, lat, host_s),
         tp_bytes=T * a.hidden * sh.act_bytes if sh.tp > 1 else 0.0,
         tp_collectives=2 if sh.tp > 1 else 0, cp_bytes=cp_bytes, ep_bytes=ep_bytes,
         flops_fwd=sum(o.flops for o in fwd), activation_bytes=saved, input_bytes=inp, moe=a.is_moe(layer))
