@@ -68,8 +68,21 @@ def test_html_has_the_gantt_chart_and_export_writes_megatron_args(tmp_path: Path
 
 def test_validate_plan_scores_every_corpus() -> None:
     doc = invoke_json("validate-plan", "whichgpu.validate-plan/1", "--data", str(DATA), "--only",
-                      "llm_training,zero_bubble")
+                      "llm_training,moe,zero_bubble")
     llm = doc["corpora"]["llm_training"]
     assert llm["summary"]["rows"] >= 20
-    assert any("MoE" in n["reason"] for n in llm["not_scored"])
+    assert any("MoE: scored apart" in n["reason"] for n in llm["not_scored"])
+    moe = doc["corpora"]["moe"]
+    assert moe["summary"]["rows"] >= 15 and {"gb200", "b200", "h100-sxm5-80gb"} <= set(moe["by_gpu"])
+    q = moe["measured_over_predicted"]
+    assert 0 < q["p10"] <= q["p50"] <= q["p90"] and q["rows"] == moe["summary"]["rows"]
+    assert all(r["layout"].startswith("tp") for r in moe["rows"])
     assert doc["corpora"]["zero_bubble"]["max_abs_diff"] < 1e-3
+
+
+def test_plan_of_an_moe_model_prints_the_measured_caveat() -> None:
+    res = invoke("plan", "qwen3-30b-a3b", "--gpu", "b200", "--gpus", "8", "--global-batch", "64", "--seq-len",
+                 "4096", "--precision", "fp8", "--ep", "8", "--top", "1")
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "note: not calibrated for MoE" in text and "validate-plan --only moe" in text

@@ -286,3 +286,20 @@ def test_collectives_run_in_the_slack_of_a_host_bound_pass() -> None:
         check_layout(job, p)
     assert evaluate(ctx, small).split["tp"] == 0.0
     assert evaluate(ctx, large).split["tp"] > 0.0
+
+
+def test_moe_layouts_carry_the_measured_caveat_and_dense_ones_do_not() -> None:
+    """The planner is optimistic for MoE (validate-plan --only moe): every MoE layout says so, with
+    the measured range from parallel/moe_accuracy.toml; a dense layout carries no such entry."""
+    from whichgpu.parallel.planner import moe_accuracy
+
+    job = _job("qwen3-30b-a3b", gpus=8, gb=64, gpu="b200", system="hgx-b200")
+    res = evaluate(Context.make(job), _plan(dp=8, ep=8, micro_batch=1, grad_accum=8))
+    text = res.assumptions["moe"]
+    q = moe_accuracy()
+    assert "128 experts, top-8" in text and "over 8 GPUs" in text and "not calibrated for MoE" in text
+    assert f"{q['p10']:.2f}-{q['p90']:.2f}x" in text and f"b200 {q['by_gpu']['b200']:.2f}x" in text
+    assert 0 < q["p10"] <= q["p50"] <= q["p90"]
+    dense = evaluate(Context.make(_job()), _plan(tp=8, pp=8, dp=1, micro_batch=1, grad_accum=128,
+                                                 schedule="1f1b", sequence_parallel=True))
+    assert "moe" not in dense.assumptions

@@ -11,8 +11,8 @@ import typer
 from whichgpu.commands.common import JsonOpt, emit_json
 from whichgpu.errors import InputError
 
-FILES = {"llm_training": "llm_training.csv", "vtrain": "vtrain.csv", "foundry": "llm_foundry.csv",
-         "zero_bubble": "zero_bubble_tables.csv"}
+FILES = {"llm_training": "llm_training.csv", "moe": "llm_training.csv", "vtrain": "vtrain.csv",
+         "foundry": "llm_foundry.csv", "zero_bubble": "zero_bubble_tables.csv"}
 
 
 def _find(root: Path, name: str) -> Path | None:
@@ -25,8 +25,9 @@ def _find(root: Path, name: str) -> Path | None:
 def validate_plan_cmd(
     data: Path = typer.Option(..., "--data", help="The validation folder (shared/validation, or its copy tests/planner_data): "
                               "llm_training.csv and planner_dev/ (vtrain.csv, llm_foundry.csv, zero_bubble_*.csv)."),
-    only: str = typer.Option("llm_training,vtrain,foundry,zero_bubble", "--only",
-                             help="Corpora to score, comma-separated: llm_training, vtrain, foundry, zero_bubble."),
+    only: str = typer.Option("llm_training,moe,vtrain,foundry,zero_bubble", "--only",
+                             help="Corpora to score, comma-separated: llm_training (dense rows), moe (its MoE rows, "
+                                  "scored apart), vtrain, foundry, zero_bubble."),
     search_own: bool = typer.Option(False, "--search", help="Also search the planner's own best layout for each "
                                     "llm_training row (slower)."),
     show_rows: bool = typer.Option(False, "--rows", help="List every row."),
@@ -52,6 +53,9 @@ def validate_plan_cmd(
         extra: dict[str, Any] = {}
         if name == "llm_training":
             rows = pv.llm_training_rows(path, search_own)
+        elif name == "moe":
+            rows = pv.moe_training_rows(path)
+            extra = {"measured_over_predicted": pv.moe_accuracy(rows)}
         elif name == "vtrain":
             rows, picks = pv.vtrain_rows(path)
             within = sum(1 for p in picks if p["miss"] <= 0.05)
@@ -102,6 +106,11 @@ def validate_plan_cmd(
                 f"{c['groups']} jobs (median miss {fmt(c['pick_median_miss'])})")
         if name == "zero_bubble":
             say(f"zero bubble: largest |bubble rate - paper| = {c['max_abs_diff']:.5f}")
+        if name == "moe":
+            q = c["measured_over_predicted"]
+            say(f"moe: measured throughput is {q['p10']:.2f}-{q['p90']:.2f}x the prediction (p10-p90, median "
+                f"{q['p50']:.2f}x): the planner is optimistic for MoE, most for fine-grained experts; outside the "
+                "dense bounds")
         for ns in c["not_scored"]:
             say(f"  not scored: {ns['name']}: {ns['reason']}")
         if show_rows:

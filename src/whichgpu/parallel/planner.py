@@ -288,6 +288,31 @@ def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: in
     return n, experts
 
 
+@lru_cache(maxsize=1)
+def moe_accuracy() -> dict[str, Any]:
+    """parallel/moe_accuracy.toml: measured over predicted throughput on the published MoE runs."""
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    doc: dict[str, Any] = tomllib.loads((Path(__file__).resolve().parent / "moe_accuracy.toml").read_text())
+    return doc
+
+
+def moe_caveat() -> str:
+    """What every MoE layout's figures carry: the planner is optimistic for MoE (measured, not assumed)."""
+    q = moe_accuracy()
+    by = ", ".join(f"{g} {v:.2f}x" for g, v in q["by_gpu"].items())
+    return (f"not calibrated for MoE: on {q['rows']} published Megatron-Bridge MoE runs ({q['models']}; whichgpu "
+            f"validate-plan --only moe) measured throughput was {q['p10']:.2f}-{q['p90']:.2f}x the prediction "
+            f"(p10-p90, median {q['p50']:.2f}x; median by GPU: {by}), lowest for fine-grained experts "
+            "(Qwen3-30B-A3B): expect slower than shown")
+
+
 def _pass_time(gpu_s: float, host_s: float, comm: dict[str, float]) -> tuple[float, dict[str, float]]:
     """(time of one pass, the part of each kind of collective it exposes): the longer of the GPU's
     kernels plus the collectives and the host's time to issue them; what the collectives add
@@ -532,6 +557,12 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
                        "activations; activations of the schedule's peak in-flight micro-batches"),
             "layout_order": "Megatron rank order tp, cp, dp, pp",
+            **({"moe": (f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
+                        f"grouped expert GEMMs timed per expert, all-to-all dispatch and combine over "
+                        f"{plan.ep} GPUs; " if plan.ep > 1 else
+                        f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
+                        "grouped expert GEMMs timed per expert, every expert on each GPU; ") + moe_caveat()}
+               if a.experts else {}),
         },
     )
     return res

@@ -79,6 +79,10 @@ def print_plan(job: Job, res: SearchResult) -> None:
         console.print(s)
         best = res.best[0]
         say("assumptions of #1: " + "; ".join(f"{k}: {v}" for k, v in best.assumptions.items()), wrap=True)
+        if job.args.experts:
+            from whichgpu.parallel.planner import moe_caveat
+
+            say("note: " + moe_caveat(), wrap=True)
     if res.not_fitting:
         t = Table(title="closest layouts that do not fit")
         t.add_column("layout")
