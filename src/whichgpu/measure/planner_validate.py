@@ -323,12 +323,11 @@ def moe_accuracy(rows: Iterable[Scored]) -> dict[str, Any]:
     predicted throughput, and the median per GPU (catalog id)."""
     from whichgpu.measure.validate import percentile
 
-    scored = [r for r in rows if r.predicted and r.measured]
-    ratios = sorted(r.measured / r.predicted for r in scored if r.measured and r.predicted)
+    pairs = [(r.gpu, r.measured / r.predicted) for r in rows if r.predicted and r.measured]
+    ratios = sorted(x for _, x in pairs)
     by_gpu: dict[str, list[float]] = defaultdict(list)
-    for r in scored:
-        if r.measured and r.predicted:
-            by_gpu[r.gpu].append(r.measured / r.predicted)
+    for gpu, x in pairs:
+        by_gpu[gpu].append(x)
     return {"rows": len(ratios), "p10": round(percentile(ratios, 0.1) or 0.0, 2),
             "p50": round(percentile(ratios, 0.5) or 0.0, 2), "p90": round(percentile(ratios, 0.9) or 0.0, 2),
             "by_gpu": {g: round(percentile(sorted(v), 0.5) or 0.0, 2) for g, v in sorted(by_gpu.items())}}
