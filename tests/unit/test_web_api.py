@@ -236,6 +236,15 @@ def test_plan_is_the_cli_plan_with_a_gantt_chart(client: TestClient) -> None:
     assert doc["gantt_svg"].startswith("<svg") and "stage 1" in doc["gantt_svg"]
 
 
+def test_plan_of_an_moe_model_carries_the_measured_caveat(client: TestClient) -> None:
+    doc = get(client, "plan", model="qwen3-30b-a3b", gpu="b200", gpus="8", ep="8", global_batch="64",
+              seq_len="4096", precision="fp8")
+    assert doc["answer"] == "yes" and len(doc["notes"]) == 1
+    assert doc["notes"][0].startswith("not calibrated for MoE") and "validate-plan --only moe" in doc["notes"][0]
+    assert get(client, "plan", model="llama-3-8b", gpu="h100", gpus="8", global_batch="16",
+               seq_len="2048")["notes"] == []
+
+
 def test_plan_on_one_stage_has_no_gantt_chart(client: TestClient) -> None:
     doc = get(client, "plan", model="llama-3-8b", gpu="h100", gpus="8", pp="1", global_batch="16", seq_len="2048")
     assert doc["gantt_svg"] == "" and doc["plans"]

@@ -48,8 +48,16 @@ def plan_document(job: Job, res: SearchResult, objective: str) -> dict[str, Any]
         "system": job.system.id, "gpus": job.gpus, "global_batch": job.global_batch, "seq_len": job.seq_len,
         "tokens_per_step": job.tokens, "precision": job.precision, "attention": job.attention, "objective": objective,
         "plans": [item(r) for r in res.best], "not_fitting": [item(r) for r in res.not_fitting],
-        "evaluated": res.evaluated, "skipped": dict(res.skipped),
+        "evaluated": res.evaluated, "skipped": dict(res.skipped), "notes": plan_notes(job),
     }
+
+
+def plan_notes(job: Job) -> list[str]:
+    """What the figures carry beyond the assumptions: for an MoE model, that the planner is not
+    calibrated for it, with the measured range (parallel/moe_accuracy.toml)."""
+    from whichgpu.parallel.planner import moe_caveat
+
+    return [moe_caveat()] if job.args.experts else []
 
 
 def print_plan(job: Job, res: SearchResult) -> None:
@@ -79,10 +87,8 @@ def print_plan(job: Job, res: SearchResult) -> None:
         console.print(s)
         best = res.best[0]
         say("assumptions of #1: " + "; ".join(f"{k}: {v}" for k, v in best.assumptions.items()), wrap=True)
-        if job.args.experts:
-            from whichgpu.parallel.planner import moe_caveat
-
-            say("note: " + moe_caveat(), wrap=True)
+        for note in plan_notes(job):
+            say("note: " + note, wrap=True)
     if res.not_fitting:
         t = Table(title="closest layouts that do not fit")
         t.add_column("layout")

@@ -439,6 +439,7 @@ function layoutTable(items, id) {
 function renderPlan(doc, el) {
   let h = `<h2 id="result-title">${esc(doc.model)} on ${esc(doc.gpus)} x ${esc(doc.gpu_name)}: global batch ${esc(doc.global_batch)} x ${esc(doc.seq_len)} tokens, ${esc(doc.precision)}</h2>`;
   h += `<p class="note">${esc(doc.evaluated)} layouts evaluated; ${doc.usd_per_gpu_hour ? "$" + fmt(doc.usd_per_gpu_hour) + " per GPU-hour (catalog rental price)" : "no rental price"}</p>`;
+  for (const n of doc.notes || []) h += `<p class="note plan-note">note: ${esc(n)}</p>`;
   h += layoutTable(doc.plans || [], "plans");
   if ((doc.plans || []).length) {
     h += `<h3>where the step goes (seconds)</h3>` + stackedBars(doc.plans.map((p, i) => ({ label: `#${i + 1} ${p.layout}`, parts: Object.entries(p.time_split_s || {}) })), "s", "plan-split");
