@@ -73,7 +73,7 @@ def test_validate_plan_scores_every_corpus() -> None:
     assert llm["summary"]["rows"] >= 20
     assert any("MoE: scored apart" in n["reason"] for n in llm["not_scored"])
     moe = doc["corpora"]["moe"]
-    assert moe["summary"]["rows"] >= 15 and {"gb200", "b200", "h100-sxm5-80gb"} <= set(moe["by_gpu"])
+    assert moe["summary"]["rows"] >= 19 and {"gb200", "b200", "h100-sxm5-80gb"} <= set(moe["by_gpu"])
     q = moe["measured_over_predicted"]
     assert 0 < q["p10"] <= q["p50"] <= q["p90"] and q["rows"] == moe["summary"]["rows"]
     assert all(r["layout"].startswith("tp") for r in moe["rows"])
@@ -86,3 +86,11 @@ def test_plan_of_an_moe_model_prints_the_measured_caveat() -> None:
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "note: not calibrated for MoE" in text and "validate-plan --only moe" in text
+
+
+def test_plan_keeps_experts_whole_with_etp_and_refuses_it_on_dense_models() -> None:
+    doc = invoke_json("plan", "whichgpu.plan/1", "qwen3-30b-a3b", "--gpu", "h100-sxm5-80gb", "--gpus", "16",
+                      "--global-batch", "64", "--seq-len", "4096", "--tp", "2", "--ep", "16", "--etp", "1", "--top", "2")
+    assert doc["plans"] and all(p["etp"] == 1 and p["ep"] == 16 and "ETP1" in p["layout"] for p in doc["plans"])
+    res = invoke("plan", *ARGS, "--etp", "1")
+    assert res.exit_code == 2 and "--etp" in res.stderr and "dense" in res.stderr

@@ -43,6 +43,7 @@ MEGATRON_NAMES = {
     "--recompute-num-layers", "--lr", "--min-lr", "--lr-decay-style", "--clip-grad", "--tokenizer-type",
     "--tokenizer-model", "--vocab-size", "--data-path", "--split", "--save", "--save-interval", "--log-interval",
     "--grad-reduce-in-bf16", "--fp8-param-gather", "--accumulate-allreduce-grads-in-fp32",
+    "--expert-tensor-parallel-size",  # Megatron-core MoE parallel folding (arguments.py, 2024 onwards)
 }
 # Flags that take no value (action='store_true' / 'store_false' in the same file).
 MEGATRON_SWITCHES = {
@@ -63,7 +64,8 @@ TORCHTITAN_NAMES = {
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
                     "tensor_parallel_degree", "enable_async_tensor_parallel", "pipeline_parallel_degree",
                     "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
-                    "pipeline_parallel_microbatch_size", "context_parallel_degree", "expert_parallel_degree"},
+                    "pipeline_parallel_microbatch_size", "context_parallel_degree", "expert_parallel_degree",
+                    "expert_tensor_parallel_degree"},  # Parallelism: "etp is either 1 or the same as tp"
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "float8": {"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "recipe_name"},
 }
@@ -377,3 +379,24 @@ def test_torchtitan_config_classes_parse_the_sections(name: str) -> None:
         for k, v in c[section].items():
             if k in known:
                 assert getattr(parsed, k) == v, (section, k)
+
+
+def test_whole_experts_export_their_expert_tensor_parallel_degree() -> None:
+    """etp 1 (experts whole, expert parallelism folded over the tensor-parallel ranks) is said to each
+    engine in its own words; torchtitan takes 1 or tp only."""
+    plan = Plan(tp=2, dp=8, ep=16, etp=1, micro_batch=1, grad_accum=4, sharding="zero1", precision="bf16",
+                sequence_parallel=True)
+    job = _job("qwen3-30b-a3b", plan)
+    argv = _command(export("megatron", job))
+    assert argv[argv.index("--expert-tensor-parallel-size") + 1] == "1"
+    assert argv[argv.index("--expert-model-parallel-size") + 1] == "16"
+    titan = tomllib.loads(export("torchtitan", job))["parallelism"]
+    assert titan["expert_tensor_parallel_degree"] == 1 and titan["expert_parallel_degree"] == 16
+    split = _job("qwen3-30b-a3b", Plan(tp=2, dp=8, ep=8, micro_batch=1, grad_accum=4, sharding="zero1",
+                                       precision="bf16", sequence_parallel=True))
+    argv = _command(export("megatron", split))
+    assert argv[argv.index("--expert-tensor-parallel-size") + 1] == "2"  # Megatron's default, said
+    _bad(_job("qwen3-30b-a3b", Plan(tp=4, dp=4, ep=8, etp=2, micro_batch=1, grad_accum=4, sharding="zero1",
+                                    precision="bf16", sequence_parallel=True)), "torchtitan", "1 or equal to tp")
+    _bad(_job("llama-3-8b", Plan(tp=2, dp=4, etp=1, micro_batch=1, sequence_parallel=True)), "megatron",
+         "needs a mixture-of-experts model")

@@ -303,3 +303,63 @@ def test_moe_layouts_carry_the_measured_caveat_and_dense_ones_do_not() -> None:
     dense = evaluate(Context.make(_job()), _plan(tp=8, pp=8, dp=1, micro_batch=1, grad_accum=128,
                                                  schedule="1f1b", sequence_parallel=True))
     assert "moe" not in dense.assumptions
+
+
+def test_expert_tensor_parallelism_folds_expert_parallelism_over_tensor_parallel_ranks() -> None:
+    """Megatron's MoE parallel folding: with etp 1 each expert stays whole and the expert-parallel group
+    spans tensor- and data-parallel ranks (ep x etp divides tp x cp x dp). Each rank then runs
+    T x top-k / tp rows at the full expert width where etp = tp runs T x top-k rows at 1/tp of it: the
+    same FLOPs and expert weights per rank, a tp-th of the all-to-all bytes."""
+    job = _job("qwen3-30b-a3b", gpus=16, gb=64, gpu="h100-sxm5-80gb", system="dgx-h100")
+    a = job.args
+    common = {"tp": 2, "dp": 8, "micro_batch": 1, "grad_accum": 8, "sequence_parallel": True}
+    folded = _plan(ep=16, etp=1, **common)
+    check_layout(job, folded)
+    with pytest.raises(InputError, match="must divide tp x cp x dp") as e:
+        check_layout(job, _plan(ep=16, **common))  # etp = tp: 16 x 2 over 16 ranks
+    assert e.value.field == "ep"
+    split = _plan(ep=8, **common)
+    sh_fold = Shard(1, 4096, 2, 1, 16, True, etp=1)
+    sh_split = Shard(1, 4096, 2, 1, 8, True)
+    moe = next(i for i in range(a.layers) if a.is_moe(i))
+    up_fold = next(o for o in layer_ops(a, moe, sh_fold)[0] if o.name == "experts.up")
+    up_split = next(o for o in layer_ops(a, moe, sh_split)[0] if o.name == "experts.up")
+    assert up_fold.flops == pytest.approx(up_split.flops)
+    assert up_fold.mm is not None and up_split.mm is not None
+    assert up_fold.mm[2] == 2 * up_split.mm[2]  # whole experts: twice the width ...
+    assert up_fold.mm[0] * up_fold.mm[1] * 2 == pytest.approx(up_split.mm[0] * up_split.mm[1], rel=0.01)  # ... half the rows
+    ctx = Context.make(job)
+    r_fold, r_split = evaluate(ctx, folded), evaluate(ctx, split)
+    assert r_fold.memory["weights"] == pytest.approx(r_split.memory["weights"], rel=1e-6)
+    assert r_fold.comm_total["ep"] < r_split.comm_total["ep"]
+    assert r_fold.to_dict()["etp"] == 1 and r_split.to_dict()["etp"] == 2
+
+
+@pytest.mark.parametrize(("model", "plan", "text"), [
+    ("llama-3-70b", {"tp": 8, "dp": 8, "etp": 1, "sequence_parallel": True}, "dense"),
+    ("qwen3-30b-a3b", {"tp": 4, "dp": 16, "ep": 8, "etp": 3, "sequence_parallel": True}, "must divide tensor"),
+    ("qwen3-30b-a3b", {"tp": 4, "dp": 16, "ep": 8, "etp": 1}, "needs sequence parallelism"),
+])
+def test_expert_tensor_parallelism_errors_name_the_field(model: str, plan: dict[str, object], text: str) -> None:
+    with pytest.raises(InputError, match=text) as e:
+        check_layout(_job(model), _plan(micro_batch=1, grad_accum=2, **plan))
+    assert e.value.field == "etp"
+
+
+def test_search_keeps_experts_whole_with_tensor_parallelism_unless_told() -> None:
+    """With tp > 1 the search runs MoE experts whole (etp 1), as Megatron-Bridge's MoE recipes do;
+    --etp fixes another split (tp's, Megatron's default, is etp None)."""
+    from whichgpu.parallel.search import candidates
+
+    job = _job("qwen3-30b-a3b", gpus=16, gb=64)
+    moe = {(p.tp, p.etp) for p in candidates(job, Fixed(), _plan())}
+    assert (2, 1) in moe and (1, None) in moe and (2, None) not in moe and (1, 1) not in moe
+    eps = {p.ep for p in candidates(job, Fixed(tp=2), _plan()) if p.dp == 8}
+    assert 16 in eps  # folded over the tensor-parallel ranks: more than dp x cp = 8
+    told = {(p.tp, p.etp) for p in candidates(job, Fixed(tp=4, etp=4), _plan())}
+    assert told == {(4, None)}
+    dense = {p.etp for p in candidates(_job("llama-3-8b", gpus=16, gb=64), Fixed(), _plan())}
+    assert dense == {None}
+    with pytest.raises(InputError) as e:
+        _plan(etp=0).validate()
+    assert e.value.field == "etp"

@@ -41,6 +41,10 @@ def plan_cmd(
     vp: int = int_option(None, "--vp", bound=limits.GPUS, help="Virtual pipeline stages per rank (interleaved)."),
     cp: int = int_option(None, "--cp", bound=limits.GPUS, help="Context-parallel degree (searched if not given)."),
     ep: int = int_option(None, "--ep", bound=limits.GPUS, help="Expert-parallel degree, MoE models (searched if not given)."),
+    etp: int = int_option(None, "--etp", bound=limits.GPUS, help="Expert tensor-parallel degree, MoE models "
+                          "(Megatron --expert-tensor-parallel-size). Not given: experts whole (1), expert "
+                          "parallelism folded over the tensor-parallel ranks, as Megatron-Bridge's MoE recipes run; "
+                          "equal to --tp: Megatron's default split."),
     micro_batch: int = int_option(None, "--micro-batch", "--batch-size", "-b", bound=limits.BATCH,
                                   help="Sequences per GPU per micro-batch (searched if not given)."),
     sharding: str = typer.Option(None, "--sharding", help="ddp, zero1 (Megatron's distributed optimizer), zero2, zero3, "
@@ -82,7 +86,7 @@ def plan_cmd(
     memory; the closest layouts that do not fit, with the reason."""
     run = plan_run(
         model, gpu=gpu, gpus=gpus, system=system, global_batch=global_batch, seq_len=seq_len, precision=precision,
-        tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, sharding=sharding, recompute=recompute,
+        tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, sharding=sharding, recompute=recompute,
         schedule=schedule, sequence_parallel=sequence_parallel, tp_comm_overlap=tp_comm_overlap,
         attention=attention, grad_dtype=grad_dtype, fp8_params=fp8_params, engine=engine, top=top,
         objective=objective, export=export, out=out, catalog=catalog)
@@ -135,7 +139,8 @@ class PlanRun:
 def plan_run(
     model: str, *, gpu: str | None = None, gpus: int = 8, system: str | None = None, global_batch: int | None = None,
     seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
-    vp: int | None = None, cp: int | None = None, ep: int | None = None, micro_batch: int | None = None,
+    vp: int | None = None, cp: int | None = None, ep: int | None = None, etp: int | None = None,
+    micro_batch: int | None = None,
     sharding: str | None = None, recompute: str | None = None, schedule: str | None = None,
     sequence_parallel: bool | None = None, tp_comm_overlap: bool | None = None, attention: str = "flash",
     grad_dtype: str = "fp32", fp8_params: bool = False, engine: str = "megatron", top: int = 5,
@@ -188,7 +193,8 @@ def plan_run(
     from whichgpu.workload.precision import get_precision
 
     get_precision(precision, "train")  # a bad or inference-only precision is a one-line error
-    fixed = Fixed(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, sharding=sharding, recompute=recompute,
+    fixed = Fixed(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, sharding=sharding,
+                  recompute=recompute,
                   schedule=schedule, sequence_parallel=sequence_parallel, tp_comm_overlap=tp_comm_overlap)
     check_fixed(job, fixed)
     base = Plan(engine=engine, precision=None)
@@ -255,6 +261,14 @@ def check_fixed(job: Any, fixed: Any) -> None:
         raise InputError(f"expert parallelism needs a mixture-of-experts model; {job.model_id} is dense", field="ep")
     if fixed.ep and a.experts and a.experts % fixed.ep:
         raise InputError(f"expert parallelism {fixed.ep} does not divide the {a.experts} experts", field="ep")
+    if fixed.etp and not a.experts:
+        raise InputError(f"expert tensor parallelism needs a mixture-of-experts model; {job.model_id} is dense",
+                         field="etp")
+    if fixed.etp and a.experts and a.expert_intermediate % fixed.etp:
+        raise InputError(f"expert tensor parallelism {fixed.etp} does not divide the expert width "
+                         f"{a.expert_intermediate} of {job.model_id}", field="etp")
+    if fixed.etp and fixed.tp and fixed.tp % fixed.etp:
+        raise InputError(f"expert tensor parallelism {fixed.etp} must divide --tp {fixed.tp}", field="etp")
     if fixed.cp and fixed.cp > 1 and job.seq_len % (2 * fixed.cp):
         raise InputError(f"context parallelism {fixed.cp} needs --seq-len divisible by {2 * fixed.cp}", field="cp")
     if fixed.tp and fixed.pp and fixed.cp is not None and fixed.micro_batch:

@@ -295,16 +295,16 @@ def moe_training_rows(path: Path) -> list[Scored]:
         gpu, system = _hw(gpu_id, system_id)
         job = Job(model_id, args, gpu, system, gpus, gb, seq, precision, "flash", "bf16",
                   fp8_params=precision == "fp8")
-        plan = Plan(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, micro_batch=mb, grad_accum=gb // (mb * dp),
-                    sharding="zero1" if dp > 1 else "ddp", recompute="none",
+        # the recipes keep experts whole (Megatron-Bridge scripts/performance/configs/qwen3 and deepseek:
+        # expert_tensor_parallel_size=1), folding EP over the tensor-parallel ranks where tp > 1
+        plan = Plan(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=1 if tp > 1 else None, dp=dp, micro_batch=mb,
+                    grad_accum=gb // (mb * dp), sharding="zero1" if dp > 1 else "ddp", recompute="none",
                     schedule="interleaved-1f1b" if vp > 1 else "1f1b", sequence_parallel=tp > 1,
                     tp_comm_overlap=tp > 1, engine="nemo", comm_overlap=True)
-        sc.layout = f"tp{tp} pp{pp} vp{vp} cp{cp} ep{ep} dp{dp} mb{mb} {prec_text}"
+        sc.layout = f"tp{tp} pp{pp} vp{vp} cp{cp} ep{ep}{' etp1' if tp > 1 else ''} dp{dp} mb{mb} {prec_text}"
         try:
             check_layout(job, plan)
         except InputError as e:
-            # Megatron folds expert parallelism over tensor-parallel ranks too (EP x expert-TP = TP x DP);
-            # the planner keeps the experts on the data-parallel ranks
             sc.reason = f"not expressible: {e}"
             out.append(sc)
             continue

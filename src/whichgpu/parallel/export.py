@@ -96,16 +96,21 @@ def check(job: ExportJob) -> None:
     if p.ep > 1 and not a.experts:
         raise InputError(f"expert parallelism (ep {p.ep}) needs a mixture-of-experts model; {job.model_id} is dense",
                          field="ep")
-    if p.ep > 1 and (a.experts % p.ep or p.dp * p.cp % p.ep):
-        raise InputError(f"ep {p.ep} must divide the {a.experts} experts and dp x cp = {p.dp * p.cp} "
-                         "(experts are spread over the data-parallel ranks)", field="ep")
+    if p.ep > 1 and (a.experts % p.ep or (p.tp * p.dp * p.cp) % (p.ep * p.expert_tp)):
+        raise InputError(f"ep {p.ep} must divide the {a.experts} experts, and ep x etp {p.expert_tp} must divide "
+                         f"tp x dp x cp = {p.tp * p.dp * p.cp} (experts are spread over the data-parallel ranks, and "
+                         "over tensor-parallel ranks with etp below tp)", field="ep")
+    if p.etp is not None and not a.experts:
+        raise InputError(f"expert tensor parallelism (etp {p.etp}) needs a mixture-of-experts model; {job.model_id} "
+                         "is dense", field="etp")
     if job.seq_len > a.max_positions:
         raise InputError(f"seq_len {job.seq_len} exceeds the model's max positions {a.max_positions}", field="seq_len")
 
 
 def _layout(p: Plan) -> str:
     vp = f" vp {p.vp}" if p.vp > 1 else ""
-    return (f"tp {p.tp} pp {p.pp}{vp} cp {p.cp} ep {p.ep} dp {p.dp} ({p.sharding_label}), schedule {p.schedule}, "
+    etp = f" etp {p.etp}" if p.etp is not None and p.etp != p.tp else ""
+    return (f"tp {p.tp} pp {p.pp}{vp} cp {p.cp} ep {p.ep}{etp} dp {p.dp} ({p.sharding_label}), schedule {p.schedule}, "
             f"micro-batch {p.micro_batch or 1} x grad-accum {p.grad_accum}, recompute {p.recompute or 'none'}")
 
 
@@ -221,6 +226,8 @@ def _megatron(job: ExportJob) -> str:
         raise InputError("Megatron's expert parallelism does not run in fp16; use bf16 or fp8", field="precision")
     par = ["--tensor-model-parallel-size", str(p.tp), "--pipeline-model-parallel-size", str(p.pp),
            "--context-parallel-size", str(p.cp), "--expert-model-parallel-size", str(p.ep)]
+    if job.args.experts:
+        par += ["--expert-tensor-parallel-size", str(p.expert_tp)]  # Megatron's default is tp; said either way
     if p.vp > 1:
         par += ["--num-virtual-stages-per-pipeline-rank", str(p.vp)]
     if p.sequence_parallel:
@@ -393,6 +400,11 @@ def _torchtitan(job: ExportJob) -> str:
                               "fsdp_reshard_after_forward": reshard, "tensor_parallel_degree": p.tp,
                               "enable_async_tensor_parallel": p.tp_comm_overlap, "pipeline_parallel_degree": p.pp,
                               "context_parallel_degree": p.cp, "expert_parallel_degree": p.ep}
+    if a.experts:
+        if p.expert_tp not in (1, p.tp):
+            raise InputError(f"torchtitan runs expert tensor parallelism 1 or equal to tp, not etp {p.expert_tp} with "
+                             f"tp {p.tp}; export megatron", field="etp")
+        par["expert_tensor_parallel_degree"] = p.expert_tp  # torchtitan's default is 1, Megatron's tp
     if pipelined:
         par.update(pipeline_parallel_schedule=_TITAN_SCHEDULE[p.schedule],
                    pipeline_parallel_layers_per_stage=_pp_layers(job),

@@ -69,13 +69,16 @@ def attention_of(options: tuple[tuple[str, Any], ...]) -> str:
 
 
 def label(plan: Plan) -> str:
-    """A layout in Megatron's words: "TP8+SP PP2x4 CP2 EP8 DP4" (PP2x4: 4 virtual stages a rank)."""
+    """A layout in Megatron's words: "TP8+SP PP2x4 CP2 EP8 DP4" (PP2x4: 4 virtual stages a rank;
+    ETP1 where the experts are not split with tp)."""
     parts = [f"TP{plan.tp}" + ("+SP" if plan.sequence_parallel else ""),
              f"PP{plan.pp}" + (f"x{plan.vp}" if plan.vp > 1 else "")]
     if plan.cp > 1:
         parts.append(f"CP{plan.cp}")
     if plan.ep > 1:
         parts.append(f"EP{plan.ep}")
+    if plan.etp is not None and plan.etp != plan.tp:
+        parts.append(f"ETP{plan.etp}")
     parts.append(f"DP{plan.dp}")
     return " ".join(parts)
 

@@ -47,6 +47,11 @@ class Shard:
     act_bytes: float = 2.0  # bytes of one activation value (16-bit, or 4 under fp32/tf32)
     attention: str = "flash"  # "flash" (FlashAttention-2 or later), "flash1" (first-generation fused
     # kernels: half the rate, perf.estimate.FLASH1_SPEED) or "unfused" (score GEMMs, fused softmax, dropout)
+    etp: int = 0  # the tensor-parallel split of each expert; 0 = tp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
 
     @property
     def tokens(self) -> int:
@@ -160,9 +165,13 @@ def layer_ops(a: DecoderArgs, layer: int, sh: Shard) -> tuple[list[Op], list[Op]
     gated = a.mlp_matrices == 3
     if moe:
         k = a.experts_per_token
-        i = max(1, a.expert_intermediate // t)
+        etp = sh.expert_tp
+        i = max(1, a.expert_intermediate // etp)
         gemms += _gemm("router", T, a.experts, h, "bf16" if mm_dtype == "fp8" else mm_dtype, e, e, mod)
-        rows = T * k  # rows this rank's experts receive under balanced routing (dispatch over ep)
+        # rows this rank's experts receive under balanced routing (dispatch over ep): its tensor-parallel
+        # group's tokens, each rank with 1/tp of them (sequence parallel), gathered over the etp ranks
+        # that split an expert (etp = tp: the group's T tokens at 1/tp of the width; etp 1: T / tp, whole)
+        rows = max(1, T * k * etp // t)
         local = max(1, a.experts // sh.ep)
         per_expert = max(1, -(-rows // local))
         f = 2.0 * rows * (2 * i) * h
@@ -343,7 +352,8 @@ def _layer_cost(a: DecoderArgs, layer_kind: tuple[int, bool], layer: int, sh: Sh
     if sh.cp > 1:
         kv_width = (a.kv_lora_rank + a.qk_rope_dim) if a.mla else 2 * kvh * a.qk_dim
         cp_bytes = T * kv_width * sh.act_bytes
-    ep_bytes = T * a.experts_per_token * a.hidden * sh.act_bytes if (a.is_moe(layer) and sh.ep > 1) else 0.0
+    ep_bytes = (T * a.experts_per_token * a.hidden * sh.act_bytes * sh.expert_tp / sh.tp
+                if (a.is_moe(layer) and sh.ep > 1) else 0.0)
     f_gpu, f_host = _gpu_host(fwd, dev, lat, host_s)
     b_gpu, b_host = _gpu_host(dgrad, dev, lat, host_s)
     return LayerCost(

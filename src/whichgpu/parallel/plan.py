@@ -56,6 +56,10 @@ class Plan:
     """Context-parallel degree (the sequence split over GPUs, ring attention); 1 = off."""
     ep: int = 1
     """Expert-parallel degree (MoE experts spread over the data-parallel ranks); 1 = off."""
+    etp: int | None = None
+    """Expert tensor parallelism: the tensor-parallel split of each expert's weights (Megatron
+    --expert-tensor-parallel-size); None = tp. Below tp, the expert-parallel group folds over the
+    tensor-parallel ranks too (Megatron's MoE parallel folding): ep x etp divides tp x cp x dp."""
     precision: str | None = None
     """Numeric policy (fp32, tf32, amp-bf16, amp-fp16, bf16, fp16, fp8, int8, int4, ...,
     workload/precision.py); None = as the workload was traced."""
@@ -114,6 +118,11 @@ class Plan:
 
     # ---- derived ---------------------------------------------------------------------------
     @property
+    def expert_tp(self) -> int:
+        """The tensor-parallel split of each expert (etp, or tp when not set)."""
+        return self.etp if self.etp is not None else self.tp
+
+    @property
     def gpus(self) -> int:
         """GPUs the plan occupies: dp x tp x pp x cp (experts are spread over the dp ranks)."""
         return self.dp * self.tp * self.pp * self.cp
@@ -137,6 +146,8 @@ class Plan:
         """E.g. 'single GPU', 'DDP x 8', 'ZeRO-3 x 16, TP 2'."""
         parts = [f"{self.sharding_label} x {self.dp}"] if self.dp > 1 else []
         parts += [f"{k.upper()} {getattr(self, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(self, k) > 1]
+        if self.etp is not None and self.etp != self.tp:
+            parts.append(f"ETP {self.etp}")
         if self.pp > 1 and self.vp > 1:
             parts.append(f"VP {self.vp}")
         return ", ".join(parts) or "single GPU"
@@ -164,6 +175,10 @@ class Plan:
                 what = {"vp": "virtual pipeline stages", "grad_accum": "gradient accumulation steps"}.get(
                     name, f"{DEGREES.get(name, name)}-parallel degree")
                 raise InputError(f"{what} must be a whole number >= 1 and <= {hi}, got {v!r}", field=name)
+        if self.etp is not None and (isinstance(self.etp, bool) or not isinstance(self.etp, int)
+                                     or not 1 <= self.etp <= int(limits.GPUS.hi)):
+            raise InputError(f"expert tensor-parallel degree must be a whole number >= 1 and <= "
+                             f"{int(limits.GPUS.hi)}, got {self.etp!r}", field="etp")
         if self.micro_batch is not None and (isinstance(self.micro_batch, bool) or self.micro_batch < 1):
             raise InputError(f"micro_batch must be >= 1, got {self.micro_batch!r}", field="micro_batch")
         for name, valid in (("sharding", SHARDINGS), ("schedule", SCHEDULES), ("offload", OFFLOADS)):

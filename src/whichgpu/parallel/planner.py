@@ -123,7 +123,7 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         p = self.plan
         return {
-            "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "dp": p.dp,
+            "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.expert_tp, "dp": p.dp,
             "micro_batch": p.micro_batch, "grad_accum": p.grad_accum, "sharding": p.sharding,
             "recompute": p.recompute, "schedule": p.schedule, "sequence_parallel": p.sequence_parallel,
             "step_s": self.step_s, "tokens_per_s": self.tokens_per_s,
@@ -153,9 +153,22 @@ def check_layout(job: Job, plan: Plan) -> None:
     if not a.mla and a.kv_heads % plan.tp and plan.tp % a.kv_heads:
         raise InputError(f"tensor parallelism {plan.tp} and the {a.kv_heads} key/value heads do not divide one "
                          "another", field="tp")
-    ffn = a.expert_intermediate if a.experts and not a.dense_layers else a.intermediate
-    if ffn % plan.tp:
-        raise InputError(f"tensor parallelism {plan.tp} does not divide the MLP width {ffn}", field="tp")
+    if (not a.experts or a.dense_layers) and a.intermediate % plan.tp:
+        raise InputError(f"tensor parallelism {plan.tp} does not divide the MLP width {a.intermediate}", field="tp")
+    etp = plan.expert_tp
+    if a.experts and a.expert_intermediate % etp:
+        raise InputError(f"{'expert ' if plan.etp is not None else ''}tensor parallelism {etp} does not divide the "
+                         f"expert width {a.expert_intermediate}", field="etp" if plan.etp is not None else "tp")
+    if plan.etp is not None:
+        if not a.experts:
+            raise InputError(f"expert tensor parallelism (etp {plan.etp}) needs a mixture-of-experts model; "
+                             f"{job.model_id} is dense", field="etp")
+        if plan.tp % etp:
+            raise InputError(f"expert tensor parallelism {etp} must divide tensor parallelism {plan.tp} "
+                             f"(valid: {_valid(plan.tp)})", field="etp")
+        if etp < plan.tp and not plan.sequence_parallel:
+            raise InputError(f"expert tensor parallelism {etp} below tp {plan.tp} needs sequence parallelism "
+                             "(the experts take each rank's share of the sequence)", field="etp")
     stages = plan.pp * plan.vp
     if stages > a.layers + 2 or (stages > a.layers and (a.layers + 2) % stages):
         raise InputError(f"pp {plan.pp} x vp {plan.vp} = {plan.pp * plan.vp} stages for {a.layers} layers: "
@@ -170,9 +183,10 @@ def check_layout(job: Job, plan: Plan) -> None:
         if a.experts % plan.ep:
             raise InputError(f"expert parallelism {plan.ep} does not divide the {a.experts} experts "
                              f"(valid: {_valid(a.experts)})", field="ep")
-        if (plan.dp * plan.cp) % plan.ep:
-            raise InputError(f"expert parallelism {plan.ep} must divide dp x cp = {plan.dp * plan.cp} (experts "
-                             "are spread over the data-parallel ranks)", field="ep")
+        if (plan.tp * plan.dp * plan.cp) % (plan.ep * etp):
+            raise InputError(f"expert parallelism {plan.ep} x expert tensor parallelism {etp} must divide "
+                             f"tp x cp x dp = {plan.tp * plan.dp * plan.cp} (experts are spread over the data-parallel "
+                             "ranks, and over tensor-parallel ranks with etp below tp)", field="ep")
     mb = plan.micro_batch or 1
     if job.global_batch % (mb * plan.dp):
         raise InputError(f"global batch {job.global_batch} is not divisible by micro-batch {mb} x dp {plan.dp}",
@@ -269,16 +283,19 @@ def _peak_dtype(ctx: Context) -> tuple[float, str]:
     return mfu_peak_flops(ctx.job.gpu, r.dtype, r.flops / ctx.device.clock_scale), r.dtype
 
 
-def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: int, ep: int) -> tuple[float, float]:
-    """(parameters, of which expert parameters) one rank of the stage holds."""
+def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: int, ep: int,
+                  etp: int | None = None) -> tuple[float, float]:
+    """(parameters, of which expert parameters) one rank of the stage holds (experts split over etp,
+    default tp, and ep)."""
+    etp = tp if etp is None else etp
     n = 0.0
     experts = 0.0
     for i, count in layer_kinds(a, layers.start, layers.stop):
         lp = a.layer_params(i)
         if a.is_moe(i):
             ex = a.experts * a.expert_params()
-            n += count * ((lp - ex) / tp + ex / tp / ep)
-            experts += count * ex / tp / ep
+            n += count * ((lp - ex) / tp + ex / etp / ep)
+            experts += count * ex / etp / ep
         else:
             n += count * lp / tp
     if first:
@@ -332,7 +349,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     mb = plan.micro_batch or 1
     m = plan.grad_accum
     sh = Shard(mb, job.seq_len, plan.tp, plan.cp, plan.ep, plan.sequence_parallel, ctx.policy_dtype, ctx.act_bytes,
-               job.attention)
+               job.attention, plan.etp or 0)
     stages = plan.pp * plan.vp
     counts = split_layers(a.layers, stages)
     bounds = [sum(counts[:i]) for i in range(stages + 1)]
@@ -348,7 +365,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     tp_link = node_link(system, plan.tp, params, plan.p2p) if plan.tp > 1 else None
     cp_span = plan.tp * plan.cp
     cp_link = ring_link(system, plan.cp, params, plan.p2p, span=cp_span) if plan.cp > 1 else None
-    ep_link = ring_link(system, plan.ep, params, plan.p2p, span=plan.tp * plan.ep) if plan.ep > 1 else None
+    ep_link = ring_link(system, plan.ep, params, plan.p2p, span=plan.expert_tp * plan.ep) if plan.ep > 1 else None
 
     def tp_coll(nbytes: float) -> float:
         return collective_time("all_reduce", nbytes, plan.tp, system, params) if plan.tp > 1 else 0.0
@@ -476,7 +493,8 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
         n = ex = 0.0
         saved = inp = one = 0.0
         for v in vs:
-            pn, pe = _stage_params(a, range(bounds[v], bounds[v + 1]), v == 0, v == stages - 1, plan.tp, plan.ep)
+            pn, pe = _stage_params(a, range(bounds[v], bounds[v + 1]), v == 0, v == stages - 1, plan.tp, plan.ep,
+                                   plan.expert_tp)
             n += pn
             ex += pe
             s_, i_, o_ = act_per_stage[v]
@@ -627,7 +645,7 @@ def _memory(ctx: Context, plan: Plan, n: float, ex: float, saved: float, inp: fl
     dp = plan.dp
     shard_over = plan.shard_gpus(job.system.gpus_per_node) if plan.sharding == "fsdp-hybrid" else dp
     dense = n - ex
-    ex_dp = max(1, dp * plan.cp // plan.ep)  # data-parallel replicas of an expert
+    ex_dp = max(1, plan.tp * dp * plan.cp // (plan.ep * plan.expert_tp))  # data-parallel replicas of an expert
     # the fraction of weights, gradients and optimizer states each GPU keeps (memory/states.py)
     dense_f = shard_factors(plan.sharding, shard_over)
     expert_f = shard_factors(plan.sharding, ex_dp)

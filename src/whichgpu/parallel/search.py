@@ -36,6 +36,7 @@ class Fixed:
     vp: int | None = None
     cp: int | None = None
     ep: int | None = None
+    etp: int | None = None
     micro_batch: int | None = None
     sharding: str | None = None
     recompute: str | None = None
@@ -80,8 +81,13 @@ def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
                 if g % (tp * pp * cp):
                     continue
                 dp = g // (tp * pp * cp)
-                for ep in eps:
-                    if (dp * cp) % ep:
+                # expert tensor parallelism: with tp > 1 the experts are searched whole, expert parallelism
+                # folded over the tensor-parallel ranks (etp 1, MoE parallel folding, as Megatron-Bridge's
+                # MoE recipes run); --etp fixes another split (tp's is Megatron's default)
+                etps: list[int | None] = ([None if fixed.etp == tp else fixed.etp] if fixed.etp
+                                          else [1] if a.experts and tp > 1 else [None])
+                for ep, etp in ((e, t) for e in eps for t in etps):
+                    if (tp * dp * cp) % (ep * (etp or tp)):
                         continue
                     for mb in mbs:
                         if job.global_batch % (mb * dp):
@@ -97,7 +103,8 @@ def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
                                     sp = bool((fixed.sequence_parallel if fixed.sequence_parallel is not None
                                                else True) and tp > 1)
                                     ov = fixed.tp_comm_overlap if fixed.tp_comm_overlap is not None else sp
-                                    yield base.with_(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, micro_batch=mb,
+                                    yield base.with_(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, dp=dp,
+                                                     micro_batch=mb,
                                                      grad_accum=m, schedule=sched, sharding=sh, recompute=rc,
                                                      sequence_parallel=sp, tp_comm_overlap=bool(ov and tp > 1))
 

@@ -122,7 +122,7 @@ PLAN: dict[str, Param] = {
     "global_batch": _i("--global-batch", limits.BATCH),
     "seq_len": _i("--seq-len", limits.SEQ_LEN),
     "precision": _s("--precision"),
-    **{k: _i(f"--{k}", limits.GPUS) for k in ("tp", "pp", "vp", "cp", "ep")},
+    **{k: _i(f"--{k}", limits.GPUS) for k in ("tp", "pp", "vp", "cp", "ep", "etp")},
     "micro_batch": _i("--micro-batch", limits.BATCH),
     "sharding": _s("--sharding"),
     "recompute": _s("--recompute"),
