@@ -94,3 +94,14 @@ def test_plan_keeps_experts_whole_with_etp_and_refuses_it_on_dense_models() -> N
     assert doc["plans"] and all(p["etp"] == 1 and p["ep"] == 16 and "ETP1" in p["layout"] for p in doc["plans"])
     res = invoke("plan", *ARGS, "--etp", "1")
     assert res.exit_code == 2 and "--etp" in res.stderr and "dense" in res.stderr
+
+
+@pytest.mark.parametrize(("flags", "flag", "text"), [
+    (("--tp", "2", "--etp", "1", "--no-sequence-parallel"), "--etp", "needs sequence parallelism"),
+    (("--tp", "2", "--ep", "16", "--etp", "2"), "--ep", "must divide tp x cp x dp"),
+    (("--tp", "4", "--etp", "3"), "--etp", "must divide --tp 4"),
+])
+def test_impossible_expert_degrees_exit_2_with_the_reason(flags: tuple[str, ...], flag: str, text: str) -> None:
+    res = invoke("plan", "qwen3-30b-a3b", "--gpu", "h100-sxm5-80gb", "--gpus", "16", "--global-batch", "64", *flags)
+    assert res.exit_code == 2 and flag in res.stderr and text in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -269,6 +269,16 @@ def check_fixed(job: Any, fixed: Any) -> None:
                          f"{a.expert_intermediate} of {job.model_id}", field="etp")
     if fixed.etp and fixed.tp and fixed.tp % fixed.etp:
         raise InputError(f"expert tensor parallelism {fixed.etp} must divide --tp {fixed.tp}", field="etp")
+    if fixed.etp and fixed.tp and fixed.etp < fixed.tp and fixed.sequence_parallel is False:
+        raise InputError(f"--etp {fixed.etp} below --tp {fixed.tp} needs sequence parallelism (the experts take "
+                         "each rank's share of the sequence): drop --no-sequence-parallel", field="etp")
+    if fixed.ep and a.experts:
+        expert_tp = fixed.etp or fixed.tp or 1
+        ranks = job.gpus // (fixed.pp or 1)  # tp x cp x dp at most
+        if ranks % (fixed.ep * expert_tp):
+            raise InputError(f"expert parallelism {fixed.ep} x expert tensor parallelism {expert_tp} = "
+                             f"{fixed.ep * expert_tp} must divide tp x cp x dp ({ranks} GPUs"
+                             f"{' per pipeline stage' if fixed.pp else ''})", field="ep")
     if fixed.cp and fixed.cp > 1 and job.seq_len % (2 * fixed.cp):
         raise InputError(f"context parallelism {fixed.cp} needs --seq-len divisible by {2 * fixed.cp}", field="cp")
     if fixed.tp and fixed.pp and fixed.cp is not None and fixed.micro_batch:
