@@ -132,6 +132,17 @@ def _note(notes: str, key: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _precision_text(notes: str) -> str:
+    """The row's training precision as its notes write it (FP8, FP8-MX, MXFP8, BF16, NVFP4, ...)."""
+    m = re.search(r"precision ([A-Za-z0-9-]+)", notes)
+    return (m.group(1) if m else ("FP8" if "FP8" in notes else "BF16")).upper()
+
+
+def _hardware_ids(gpu: str) -> tuple[str, str]:
+    """(catalog GPU id, system id) of the row's GPU column; ("", "") when not in the catalog."""
+    return next(((g, s) for k, g, s in _GPUS if k in gpu), ("", ""))
+
+
 def _int(x: str | None, default: int) -> int:
     try:
         return int(str(x).strip()) if x not in (None, "", "n/a") else default
@@ -166,12 +177,11 @@ def _llm_row(r: dict[str, str], search_own: bool) -> Scored:
     if any(k in model.lower() for k in _MOE):
         base.reason = "MoE: scored apart (validate-plan --only moe), outside the dense bounds"
         return base
-    m_prec = re.search(r"precision ([A-Za-z0-9-]+)", notes)
-    prec_text = (m_prec.group(1) if m_prec else ("FP8" if "FP8" in notes else "BF16")).upper()
+    prec_text = _precision_text(notes)
     if "FP4" in prec_text:
         base.reason = f"precision {prec_text} (4-bit training) is not modelled"
         return base
-    gpu_id, system_id = next(((g, s) for k, g, s in _GPUS if k in r["gpu"]), ("", ""))
+    gpu_id, system_id = _hardware_ids(r["gpu"])
     if not gpu_id:
         base.reason = f"GPU {r['gpu']!r} not in the catalog"
         return base
@@ -279,13 +289,12 @@ def moe_training_rows(path: Path) -> list[Scored]:
         key = model.split(" (")[0].replace(" ", "")
         if key not in _MOE_ZOO:
             continue
-        gpu_id, system_id = next(((g, s) for k, g, s in _GPUS if k in r["gpu"]), ("", ""))
+        gpu_id, system_id = _hardware_ids(r["gpu"])
         gpus, tp, pp = int(r["gpu_count"]), int(r["tp"]), int(r["pp"])
         name = f"{model} / {r['gpu'].split(' (')[0]} x {gpus}"
         measured_tflops = float(r["achieved_tflops_per_gpu"])
         sc = Scored("nemo-moe", name, key, None, measured_tflops, "TFLOP/s/GPU", gpu=gpu_id)
-        m_prec = re.search(r"precision ([A-Za-z0-9-]+)", notes)
-        prec_text = m_prec.group(1).upper() if m_prec else "BF16"
+        prec_text = _precision_text(notes)
         precision = "fp8" if "FP8" in prec_text else "bf16"
         gb, seq, mb = int(r["global_batch"]), int(r["seq_len"]), int(r["micro_batch"] or 1)
         cp, ep = _int(_note(notes, "CP"), 1), _int(_note(notes, "EP"), 1)

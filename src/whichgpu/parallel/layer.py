@@ -47,11 +47,11 @@ class Shard:
     act_bytes: float = 2.0  # bytes of one activation value (16-bit, or 4 under fp32/tf32)
     attention: str = "flash"  # "flash" (FlashAttention-2 or later), "flash1" (first-generation fused
     # kernels: half the rate, perf.estimate.FLASH1_SPEED) or "unfused" (score GEMMs, fused softmax, dropout)
-    etp: int = 0  # the tensor-parallel split of each expert; 0 = tp
+    etp: int | None = None  # the tensor-parallel split of each expert; None = tp (Plan.etp)
 
     @property
     def expert_tp(self) -> int:
-        return self.etp or self.tp
+        return self.etp if self.etp is not None else self.tp
 
     @property
     def tokens(self) -> int:

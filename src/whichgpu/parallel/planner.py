@@ -284,10 +284,8 @@ def _peak_dtype(ctx: Context) -> tuple[float, str]:
 
 
 def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: int, ep: int,
-                  etp: int | None = None) -> tuple[float, float]:
-    """(parameters, of which expert parameters) one rank of the stage holds (experts split over etp,
-    default tp, and ep)."""
-    etp = tp if etp is None else etp
+                  etp: int) -> tuple[float, float]:
+    """(parameters, of which expert parameters) one rank of the stage holds (experts split over etp and ep)."""
     n = 0.0
     experts = 0.0
     for i, count in layer_kinds(a, layers.start, layers.stop):
@@ -308,18 +306,14 @@ def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: in
 @lru_cache(maxsize=1)
 def moe_accuracy() -> dict[str, Any]:
     """parallel/moe_accuracy.toml: measured over predicted throughput on the published MoE runs."""
-    import sys
     from pathlib import Path
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from whichgpu.hardware.datafiles import read_toml
 
-    doc: dict[str, Any] = tomllib.loads((Path(__file__).resolve().parent / "moe_accuracy.toml").read_text())
-    return doc
+    return read_toml(Path(__file__).resolve().parent / "moe_accuracy.toml")
 
 
+@lru_cache(maxsize=1)
 def moe_caveat() -> str:
     """What every MoE layout's figures carry: the planner is optimistic for MoE (measured, not assumed)."""
     q = moe_accuracy()
@@ -349,7 +343,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     mb = plan.micro_batch or 1
     m = plan.grad_accum
     sh = Shard(mb, job.seq_len, plan.tp, plan.cp, plan.ep, plan.sequence_parallel, ctx.policy_dtype, ctx.act_bytes,
-               job.attention, plan.etp or 0)
+               job.attention, plan.etp)
     stages = plan.pp * plan.vp
     counts = split_layers(a.layers, stages)
     bounds = [sum(counts[:i]) for i in range(stages + 1)]
@@ -575,11 +569,10 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
                        "activations; activations of the schedule's peak in-flight micro-batches"),
             "layout_order": "Megatron rank order tp, cp, dp, pp",
-            **({"moe": (f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
-                        f"grouped expert GEMMs timed per expert, all-to-all dispatch and combine over "
-                        f"{plan.ep} GPUs; " if plan.ep > 1 else
-                        f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
-                        "grouped expert GEMMs timed per expert, every expert on each GPU; ") + moe_caveat()}
+            **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
+                       "grouped expert GEMMs timed per expert, "
+                       + (f"all-to-all dispatch and combine over {plan.ep} GPUs" if plan.ep > 1
+                          else "every expert on each GPU") + "; " + moe_caveat()}
                if a.experts else {}),
         },
     )

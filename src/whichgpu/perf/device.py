@@ -138,35 +138,32 @@ class Device:
                     f"no known peak for {dtype} on {s.name}; FP32 rate used")
 
     def _ceiling(self, dt: str) -> tuple[float, str]:
-        s, p = self.spec, self.params
+        p = self.params
         if dt == "fp32":
             return p.fp32_ceiling, "fitted fp32_ceiling"
-        if self.use_measured:
-            # A measured ceiling of the same tensor path (fp16/bf16/tf32 share it; fp8 its own).
-            order = (dt,) if dt in LOW_PRECISION else (dt, "bf16", "fp16")
-            for d in order:
-                m = s.measured_tflops(d)
-                peak = s.peak(d)
-                if m is not None and peak:
-                    c, src = min(1.0, m.matmul_tflops / peak), f"measured {d} matmul {m.matmul_tflops:g} TFLOP/s ({m.source})"
-                    return self._low_precision_floor(dt, c, src)
-        return self._low_precision_floor(dt, p.mm_ceiling, "fitted mm_ceiling (no measured ceiling for this GPU)")
+        if not self.use_measured:
+            return p.mm_ceiling, "fitted mm_ceiling (no measured ceiling for this GPU)"
+        # A measured ceiling of the same tensor path (fp16/bf16/tf32 share it; fp8 its own).
+        own = self._measured(dt) if dt in LOW_PRECISION else self._measured(dt, "bf16", "fp16")
+        ceiling, source = own or (p.mm_ceiling, "fitted mm_ceiling (no measured ceiling for this GPU)")
+        if dt in LOW_PRECISION:
+            # FP8/INT8/FP4 GEMMs run on the tensor cores that run BF16, at the same clocks: their
+            # fraction of peak is at least the 16-bit path's measured one (_measured's note)
+            c16 = self._measured("bf16", "fp16")
+            if c16 is not None and c16[0] > ceiling:
+                return c16[0], f"the 16-bit path's measured efficiency, {c16[1]}, above {source}"
+        return ceiling, source
 
-    def _low_precision_floor(self, dt: str, ceiling: float, source: str) -> tuple[float, str]:
-        """FP8/INT8/FP4 GEMMs run on the tensor cores that run BF16, at the same clocks: their
-        fraction of peak is at least the 16-bit path's measured one. The measured FP8 ceilings come
-        from torch._scaled_mm shape sweeps, which fall short of cuBLASLt's own FP8 GEMMs on Hopper
-        (H100 70.9 % of the FP8 peak against 80.3 % for BF16 in the same table; a public cross-check
-        measured 1,170-1,180 TFLOP/s through _scaled_mm and 1,599-1,630 through a direct cuBLASLt FP8
-        GEMM on the same GPUs: README, Accuracy)."""
-        if dt not in LOW_PRECISION or not self.use_measured:
-            return ceiling, source
-        for d in ("bf16", "fp16"):
+    def _measured(self, *dtypes: str) -> tuple[float, str] | None:
+        """The first measured matmul ceiling among `dtypes`, as a fraction of that dtype's peak, and
+        its source. The catalog's FP8 ceilings come from torch._scaled_mm shape sweeps, which fall
+        short of cuBLASLt's own FP8 GEMMs on Hopper (H100 70.9 % of the FP8 peak against 80.3 % for
+        BF16 in the same table; a public cross-check measured 1,170-1,180 TFLOP/s through _scaled_mm
+        and 1,599-1,630 through a direct cuBLASLt FP8 GEMM on the same GPUs: README, Accuracy),
+        hence the 16-bit floor in _ceiling."""
+        for d in dtypes:
             m = self.spec.measured_tflops(d)
             peak = self.spec.peak(d)
             if m is not None and peak:
-                c16 = min(1.0, m.matmul_tflops / peak)
-                if c16 > ceiling:
-                    return c16, f"the 16-bit path's measured efficiency ({d} matmul {m.matmul_tflops:g} TFLOP/s of {peak:g}), above {source}"
-                break
-        return ceiling, source
+                return min(1.0, m.matmul_tflops / peak), f"measured {d} matmul {m.matmul_tflops:g} TFLOP/s ({m.source})"
+        return None
