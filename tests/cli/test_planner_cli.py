@@ -105,3 +105,10 @@ def test_impossible_expert_degrees_exit_2_with_the_reason(flags: tuple[str, ...]
     res = invoke("plan", "qwen3-30b-a3b", "--gpu", "h100-sxm5-80gb", "--gpus", "16", "--global-batch", "64", *flags)
     assert res.exit_code == 2 and flag in res.stderr and text in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_expert_parallelism_folds_over_a_fixed_tp_without_etp() -> None:
+    """--tp 2 --ep 16 on 16 GPUs runs with whole experts (etp 1), as the search keeps them."""
+    doc = invoke_json("plan", "whichgpu.plan/1", "qwen3-30b-a3b", "--gpu", "h100-sxm5-80gb", "--gpus", "16",
+                      "--global-batch", "64", "--tp", "2", "--ep", "16", "--top", "1")
+    assert doc["plans"][0]["ep"] == 16 and doc["plans"][0]["etp"] == 1

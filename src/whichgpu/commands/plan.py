@@ -273,7 +273,7 @@ def check_fixed(job: Any, fixed: Any) -> None:
         raise InputError(f"--etp {fixed.etp} below --tp {fixed.tp} needs sequence parallelism (the experts take "
                          "each rank's share of the sequence): drop --no-sequence-parallel", field="etp")
     if fixed.ep and a.experts:
-        expert_tp = fixed.etp or fixed.tp or 1
+        expert_tp = fixed.etp or 1  # not given: the search keeps experts whole (etp 1)
         ranks = job.gpus // (fixed.pp or 1)  # tp x cp x dp at most
         if ranks % (fixed.ep * expert_tp):
             raise InputError(f"expert parallelism {fixed.ep} x expert tensor parallelism {expert_tp} = "
