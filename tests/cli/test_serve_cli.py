@@ -34,7 +34,7 @@ def test_closed_loop_json() -> None:
     assert isinstance(doc["kv_cache_tokens"], int) and doc["kv_cache_tokens"] == doc["memory"]["kv_cache_tokens"]
     assert doc["total_tokens_per_s"] == pytest.approx(doc["output_tokens_per_s"] * 250 / 50)
     assert doc["workload"] == {"mode": "closed-loop", "concurrency": 8, "rate_per_s": None, "concurrency_per_replica": 8,
-                               "rate_per_s_per_replica": None, "requests_per_replica": 100, "lengths_file": None,
+                               "rate_per_s_per_replica": None, "concurrency_per_scheduler": 8, "requests_per_replica": 100, "lengths_file": None,
                                "mean_input_len": 200.0, "mean_output_len": 50.0, "output_len_stddev": 0.0,
                                "seed": 0}
     setup = doc["setup"]
@@ -62,6 +62,28 @@ def test_rate_json_and_replicas() -> None:
     assert two["requests_per_s"] == pytest.approx(2 * (two["requests_per_s"] / 2))
     assert two["output_tokens_per_s_per_gpu"] == pytest.approx(two["output_tokens_per_s"] / 4)
     assert any("replicas" in n for n in two["notes"])
+
+
+def test_dp_attention_splits_the_clients_over_attention_groups() -> None:
+    base = ("deepseek-v3", "--gpu", "b200", "--tp", "8", "--ep", "8", "--precision", "fp8", "--engine", "sglang",
+            "--input-len", "256", "--output-len", "32", "--requests", "40", "--concurrency", "16")
+    dp = serve(*base, "--attention-dp", "8")
+    tp = serve(*base)
+    assert dp["setup"]["attention_dp"] == 8 and tp["setup"]["attention_dp"] == 1
+    assert dp["setup"]["gpus"] == tp["setup"]["gpus"] == 8
+    assert dp["workload"]["concurrency_per_scheduler"] == 2 and tp["workload"]["concurrency_per_scheduler"] == 16
+    # each GPU holds every attention head's weights (its group's copy) and, MLA, the same latent per token
+    assert dp["memory"]["weights_gb_per_gpu"] > tp["memory"]["weights_gb_per_gpu"] + 5
+    # throughput is one group's x 8; the cost is one group's GPU (8 GPUs / 8 groups) over its tokens
+    assert dp["output_tokens_per_s_per_gpu"] == pytest.approx(dp["output_tokens_per_s"] / 8)
+    assert dp["cost_per_million_output_tokens"] == pytest.approx(
+        dp["price"]["usd_per_gpu_hour"] / 3600 / (dp["output_tokens_per_s"] / 8) * 1e6)
+    assert "attention_dp" in dp["assumptions"] and any("DP attention" in n for n in dp["notes"])
+    # clients that do not split over the groups, and groups that do not divide --tp, are exit 2
+    bad = invoke("serve", *base[:-1], "12", "--attention-dp", "8")
+    assert bad.exit_code == 2 and "attention groups" in bad.output
+    bad = invoke("serve", *base, "--attention-dp", "3")
+    assert bad.exit_code == 2 and "attention data parallelism 3" in bad.output
 
 
 def test_lengths_file(tmp_path: Path) -> None:

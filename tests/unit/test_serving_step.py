@@ -11,6 +11,7 @@ from whichgpu.hardware.catalog import load_catalog
 from whichgpu.hardware.system import load_systems
 from whichgpu.serving.batch import StepBatch
 from whichgpu.serving.model import Setup, build
+from whichgpu.serving.step import StepModel
 
 
 def _model(model: str = "llama-3.1-8b", gpu: str = "h100-sxm5-80gb", system: str = "dgx-h100", **kw: object):  # type: ignore[no-untyped-def]
@@ -67,6 +68,7 @@ def test_prefill_costs_grow_with_the_cached_context() -> None:
 @pytest.mark.parametrize(("kw", "field"), [
     ({"tp": 3}, "tp"), ({"precision": "fp6"}, "precision"), ({"engine": "tgi"}, "engine"),
     ({"kv_dtype": "int2"}, "kv_dtype"), ({"ep": 2}, "ep"), ({"tp": 16}, "tp"),
+    ({"tp": 8, "attention_dp": 3}, "attention_dp"), ({"tp": 4, "attention_dp": 2, "pp": 2}, "attention_dp"),
 ])
 def test_bad_setups_are_one_line_errors(kw: dict[str, object], field: str) -> None:
     with pytest.raises(InputError) as e:
@@ -199,3 +201,39 @@ def test_sglang_runs_vllms_kernel_profile_with_its_own_request_overhead() -> Non
     cfg = sg.scheduler_config(sg.capacity())
     assert cfg.request_latency_s == sg.request_latency_s
     assert "ms per request before the scheduler" in sg.assumptions["engine"]
+
+
+def test_dp_attention_runs_attention_per_group_and_the_mlp_on_every_groups_tokens() -> None:
+    # Llama-3.1-70B on 8 H200 as 2 attention groups of 4 GPUs: each group's 8 KV heads split over 4
+    # GPUs (twice TP8's KV bytes per token per GPU), attention weights over 4, the MLP over all 8
+    tp = _model("llama-3.1-70b", "h200", "dgx-h200", tp=8, precision="fp8")
+    dp = _model("llama-3.1-70b", "h200", "dgx-h200", tp=8, precision="fp8", attention_dp=2)
+    assert dp.kv.bytes_per_token == 2 * tp.kv.bytes_per_token
+    a = dp.args
+    attn = a.layers * a.attention_params() * 1.0  # FP8: one byte per weight
+    assert dp.weight_bytes - tp.weight_bytes == pytest.approx(attn / 4 - attn / 8, rel=1e-9)
+    st, sd = tp.step_time, dp.step_time
+    assert isinstance(st, StepModel) and isinstance(sd, StepModel)
+    assert sd.attn_tp == 4 and st.attn_tp == 8
+    # a group's 64 decode tokens: its GEMMs see 128 MLP rows (both groups') and its own 64 attention rows
+    mlp = next(o for o in sd._layer_ops(0, 64) if o.name == "mlp.up")
+    qkv = next(o for o in sd._layer_ops(0, 64) if o.name == "qkv")
+    assert mlp.mm is not None and qkv.mm is not None and mlp.mm[1] == 128 and qkv.mm[1] == 64
+    assert qkv.mm[2] == (a.heads // 4 + 2 * a.kv_heads // 4) * a.head_dim
+    # the collectives: an all-reduce within the group, an all-gather and a reduce-scatter over all 8
+    assert sd._layer_comm_s(64) > 0 and sd._layer_comm_s(64) != st._layer_comm_s(64)
+    # with one group the model is exactly tensor parallelism's
+    one = _model("llama-3.1-70b", "h200", "dgx-h200", tp=8, precision="fp8", attention_dp=1)
+    b = StepBatch.decode_only(np.full(32, 700))
+    assert one.step_time(b) == tp.step_time(b)
+
+
+def test_dp_attention_multiplies_an_mla_models_kv_capacity_by_the_groups() -> None:
+    # DeepSeek-V3's MLA latent is cached whole on every GPU of a group: under TP8 every GPU holds every
+    # request's latent, under 8 attention groups each GPU only its own group's requests
+    tp = _model("deepseek-v3", "b200", "hgx-b200", tp=8, ep=8, precision="fp8")
+    dp = _model("deepseek-v3", "b200", "hgx-b200", tp=8, ep=8, precision="fp8", attention_dp=8)
+    assert dp.kv.bytes_per_token == tp.kv.bytes_per_token
+    ct, cd = tp.capacity(max_seq_len=2048), dp.capacity(max_seq_len=2048)
+    assert cd.num_tokens < ct.num_tokens  # each GPU also holds every attention weight
+    assert 8 * cd.max_concurrency > 5 * ct.max_concurrency  # 8 groups of its tokens each

@@ -54,6 +54,10 @@ def serve_cmd(
                          "experts spread over the tensor-parallel group)."),
     pp: int = int_option(1, "--pp", bound=limits.TP, help="Pipeline-parallel stages of one replica (each of --tp "
                          "GPUs; vLLM runs one batch per stage)."),
+    attention_dp: int = int_option(1, "--attention-dp", bound=limits.TP, help="DP attention: the --tp GPUs form this "
+                                   "many attention groups, each with its own requests and KV cache, the MLP or experts "
+                                   "over all of them (SGLang --enable-dp-attention --dp, vLLM --data-parallel-size, "
+                                   "TensorRT-LLM enable_attention_dp). Must divide --tp."),
     spec_draft_len: int = int_option(None, "--spec-draft-len", bound=SPEC_DRAFT, help="Speculative decoding: draft "
                                      "tokens proposed per step (with --spec-acceptance)."),
     spec_acceptance: float = float_option(None, "--spec-acceptance", bound=ACCEPTANCE, help="Speculative decoding: "
@@ -107,7 +111,7 @@ def serve_cmd(
     from whichgpu.report.serve import serve_document
 
     rep = serve_run(
-        model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, spec_draft_len=spec_draft_len,
+        model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, spec_draft_len=spec_draft_len,
         spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine, concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
         output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
@@ -134,6 +138,7 @@ def serve_cmd(
 
 def serve_run(
     model: str, *, gpu: str | None = None, system: str | None = None, tp: int = 1, ep: int = 1, pp: int = 1,
+    attention_dp: int = 1,
     spec_draft_len: int | None = None, spec_acceptance: float | None = None, spec_draft_model: str | None = None,
     replicas: int = 1,
     engine: str = "vllm", concurrency: int | None = None, rate: float | None = None, input_len: int | None = None,
@@ -194,7 +199,10 @@ def serve_run(
 
         spec = SpecDecode(spec_draft_len, spec_acceptance, spec_draft_model)
     sm = build(Setup(model, g, sys_, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype, engine=engine, pp=pp,
-                     spec=spec))
+                     spec=spec, attention_dp=attention_dp))
+    if concurrency is not None and attention_dp > 1 and (concurrency // replicas) % attention_dp:
+        raise InputError(f"--concurrency {concurrency} does not split evenly over {replicas} replica(s) x "
+                         f"{attention_dp} attention groups", field="concurrency")
     gpus_per_replica = max(tp, ep) * pp
     max_seq_len = int((pool.input_len + pool.output_len).max())
     cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
@@ -202,9 +210,10 @@ def serve_run(
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
                               prefix_cache_hit_rate=prefix_cache_hit_rate)
 
-    # ---- the run: one replica, its share of the load ----
-    per_conc = concurrency // replicas if concurrency is not None else None
-    per_rate = rate / replicas if rate is not None else None
+    # ---- the run: one replica (under DP attention one attention group), its share of the load ----
+    units = replicas * attention_dp
+    per_conc = concurrency // units if concurrency is not None else None
+    per_rate = rate / units if rate is not None else None
     n = requests or (max(1000, 10 * per_conc) if per_conc is not None else 1000)
     reqs = _draw(pool, fixed, n, seed, output_len_stddev)
     arrival = ClosedLoop(per_conc) if per_conc is not None else Poisson(float(per_rate or 0.0), seed)
@@ -231,6 +240,7 @@ def serve_run(
 
     rep = ServeReport(
         serving=sm, capacity=cap, config=cfg, replicas=replicas, gpus_per_replica=gpus_per_replica,
+        attention_dp=attention_dp,
         concurrency=concurrency, rate_per_s=rate, num_requests=n, lengths_file=str(lengths) if lengths else None,
         fixed_lengths=fixed, mean_input_len=float(reqs.input_len.mean()), mean_output_len=float(reqs.output_len.mean()),
         seed=seed, result=result, prices=catalog_prices(g, dt.date.today()), slo=slo_search, ceiling_per_s=ceiling,

@@ -28,10 +28,13 @@ What each row is run with (stated in `ASSUMPTIONS`):
   precision (blank: BF16); each engine's profile (vllm, sglang, tensorrt-llm), its request overhead
   included.
 
+DP attention rows (the ``attention_dp`` column, or a blank column whose per-rank batch size times
+tp is the concurrency, as in seven TensorRT-LLM NVFP4 DeepSeek rows) run as `serve --attention-dp`
+(`layout`): one attention group simulated with its share of the clients (concurrency / groups,
+10 x that many requests) and the row's batch size as its max_num_seqs.
+
 Not scored, listed with the reason: disaggregated rows (separate prefill and decode workers whose
-counts are mostly not published), attention data parallelism (DP attention: the column says so, or
-the published per-rank batch size times tp is the concurrency, as in seven TensorRT-LLM NVFP4
-DeepSeek rows whose column is blank), models without a packaged config, and layouts `serve` refuses
+counts are mostly not published), models without a packaged config, and layouts `serve` refuses
 (`serving.model.build`: tensor parallelism over more GPUs than one node, expert parallelism over
 part of the tensor-parallel group).
 """
@@ -132,19 +135,28 @@ def _reason(r: dict[str, str]) -> str:
         return f"GPU {r['gpu']} not mapped"
     if r["engine"] not in ENGINES:
         return f"engine {r['engine']} not modelled"
-    if (r["attention_dp"] or "1") not in ("", "1"):
-        return f"attention data parallelism {r['attention_dp']} (DP attention) is not modelled"
     if int(r["pp"] or 1) > 1:
         return "pipeline-parallel serving is not modelled"
     if r["precision"] not in PRECISIONS:
         return f"precision {r['precision']} not modelled"
     if not (r["concurrency"] and r["isl"] and r["osl"]):
         return "concurrency or lengths not published"
-    conc, batch, tp = int(r["concurrency"]), int(r["batch_size"] or r["concurrency"]), int(r["tp"] or 1)
-    if tp > 1 and batch < conc and batch * tp == conc:
-        return (f"batch size {batch} per rank x tp {tp} = concurrency {conc}: attention data parallelism (DP "
-                "attention) implied though attention_dp is blank; not modelled")
     return ""
+
+
+def layout(r: dict[str, str]) -> tuple[int, int, int]:
+    """(GPUs of the replica = serve's --tp, --ep, --attention-dp) of a row. DP attention: the row's
+    ``tp`` is each attention group's tensor parallelism (vLLM --tensor-parallel-size with
+    --data-parallel-size, TensorRT-LLM's tp beside enable_attention_dp), so the replica spans
+    tp x attention_dp GPUs; a blank attention_dp whose per-rank batch size times tp is the
+    concurrency (seven TensorRT-LLM NVFP4 DeepSeek rows) is DP attention over the tp GPUs."""
+    tp, ep, adp = int(r["tp"] or 1), int(r["ep"] or 1), int(r["attention_dp"] or 1)
+    conc, batch = int(r["concurrency"]), int(r["batch_size"] or r["concurrency"])
+    if adp > 1:
+        return tp * adp, ep, adp
+    if tp > 1 and batch < conc and batch * tp == conc:
+        return tp, ep, tp
+    return tp, ep, 1
 
 
 def serving_rows(path: Path, limit: int | None = None, match: str | None = None) -> list[ServeScore]:
@@ -167,7 +179,8 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             continue
         seen.add(r["measurement_group"])
         engine = ENGINES.get(r["engine"], r["engine"])
-        name = (f"{r['hf_model_id']} {r['gpu']} {r['engine']} tp{r['tp']} ep{r['ep'] or 1} {r['precision'] or 'bf16'} "
+        adp_txt = f" adp{r['attention_dp']}" if (r["attention_dp"] or "1") != "1" else ""
+        name = (f"{r['hf_model_id']} {r['gpu']} {r['engine']} tp{r['tp']}{adp_txt} ep{r['ep'] or 1} {r['precision'] or 'bf16'} "
                 f"isl{r['isl']} osl{r['osl']} c{r['concurrency']}")
         if match and match not in name:
             continue
@@ -178,15 +191,18 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             out.append(sc)
             continue
         gid, sid = GPUS[r["gpu"]]
-        tp, ep = int(r["tp"] or 1), int(r["ep"] or 1)
+        tp, ep, adp = layout(r)
         kv = "fp8" if "fp8" in (r["kv_precision"] or "").lower() else "auto"
-        key = (ZOO[r["hf_model_id"]], gid, sid, tp, ep, PRECISIONS[r["precision"]], kv, engine)
+        key = (ZOO[r["hf_model_id"]], gid, sid, tp, ep, PRECISIONS[r["precision"]], kv, engine, adp)
         try:
             if key not in models:
                 models[key] = build(Setup(key[0], cat.get(gid), systems.get(sid), tp=tp, ep=ep, precision=key[5],
-                                          kv_dtype=kv, engine=engine))
+                                          kv_dtype=kv, engine=engine, attention_dp=adp))
             m = models[key]
             isl, osl, c = int(r["isl"]), int(r["osl"]), int(r["concurrency"])
+            if c % adp:
+                raise WhichGPUError(f"concurrency {c} does not split over {adp} attention groups")
+            c //= adp  # one attention group, its share of the clients
             seqs = int(r["batch_size"] or c)  # the benchmark's engine knobs (module doc)
             tokens = seqs + isl + BENCH_TOKEN_HEADROOM
             cap = m.capacity(max_seq_len=isl + osl, max_num_batched_tokens=tokens, max_num_seqs=seqs)
@@ -201,7 +217,7 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
         sc.predicted_ttft_ms = res.ttft.mean * 1e3
         sc.predicted_tpot_ms = res.tpot.mean * 1e3
         sc.extra = {"kv_tokens": cap.num_tokens, "preemptions": res.preemptions,
-                    "requests": int((res.requests.finish_s >= 0).sum())}
+                    "requests": int((res.requests.finish_s >= 0).sum()), "attention_dp": adp}
         out.append(sc)
         if limit and sum(1 for s in out if s.predicted_tpot_ms is not None) >= limit:
             break

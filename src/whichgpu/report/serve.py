@@ -52,10 +52,21 @@ class ServeReport:
     slo_percentile: int = 90
     output_len_stddev: float = 0.0
     """Standard deviation of the answer lengths around --output-len, tokens (0: fixed)."""
+    attention_dp: int = 1
+    """DP attention groups per replica: the simulated unit is one group (its share of the load)."""
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
+
+    @property
+    def units(self) -> int:
+        """Simulated units the totals multiply: replicas x attention groups."""
+        return self.replicas * self.attention_dp
+
+    @property
+    def gpus_per_unit(self) -> float:
+        return self.gpus_per_replica / self.attention_dp
 
     @property
     def usd_per_gpu_hour(self) -> float | None:
@@ -71,7 +82,7 @@ class ServeReport:
         usd = self.usd_per_gpu_hour
         if usd is None or not output_tokens_per_s > 0:
             return None
-        return self.gpus_per_replica * usd / 3600.0 / output_tokens_per_s * 1e6
+        return self.gpus_per_unit * usd / 3600.0 / output_tokens_per_s * 1e6
 
 
 def _f(x: float | None) -> float | None:
@@ -84,7 +95,7 @@ def _ms(s: LatencyStats) -> dict[str, float | None]:
 
 def _run_doc(rep: ServeReport, r: ServingResult) -> dict[str, Any]:
     """Totals of a run over all replicas, its latencies and cost."""
-    k, g = rep.replicas, rep.gpus
+    k, g = rep.units, rep.gpus
     return {
         "requests_per_s": r.requests_per_s * k, "output_tokens_per_s": r.output_tokens_per_s * k,
         "total_tokens_per_s": r.total_tokens_per_s * k, "output_tokens_per_s_per_gpu": r.output_tokens_per_s * k / g,
@@ -98,7 +109,7 @@ def _setup_doc(rep: ServeReport) -> dict[str, Any]:
     s = rep.serving.setup
     c = rep.config
     sp = s.spec
-    return {"tp": s.tp, "ep": s.ep, "pp": s.pp,
+    return {"tp": s.tp, "ep": s.ep, "pp": s.pp, "attention_dp": s.attention_dp,
             "speculative": None if sp is None else {"draft_len": sp.draft_len, "acceptance": sp.acceptance,
                                                     "draft_model": sp.draft_model},
             "replicas": rep.replicas, "gpus_per_replica": rep.gpus_per_replica,
@@ -123,13 +134,13 @@ def _slo_doc(rep: ServeReport) -> dict[str, Any] | None:
     s = rep.slo
     if s is None:
         return None
-    k = rep.replicas
+    k = rep.units
     return {
         "ttft_ms": None if s.slo.ttft_s is None else s.slo.ttft_s * 1e3,
         "tpot_ms": None if s.slo.tpot_s is None else s.slo.tpot_s * 1e3,
         "percentile": s.slo.percentile,
         "max_rate_per_s": None if s.max_rate_per_s is None else s.max_rate_per_s * k,
-        "max_rate_per_s_per_replica": s.max_rate_per_s,
+        "max_rate_per_s_per_replica": None if s.max_rate_per_s is None else s.max_rate_per_s * rep.attention_dp,
         "capped": s.capped, "ceiling_per_s": s.ceiling_per_s * k,
         "probes": len(s.probes), "requests_per_probe": rep.probe_requests, "seed": rep.seed,
         "at_rate": None if s.at_rate is None or s.max_rate_per_s is None else _at_rate_doc(rep, s.max_rate_per_s, s.at_rate),
@@ -147,7 +158,7 @@ def sustained_output_tokens_per_s(rate_per_s: float, r: ServingResult) -> float:
 def _at_rate_doc(rep: ServeReport, rate: float, r: ServingResult) -> dict[str, Any]:
     """The SLO search's answer: sustained throughput (all replicas) and latency at the percentile's
     probe (the steady-state window)."""
-    k, g = rep.replicas, rep.gpus
+    k, g = rep.units, rep.gpus
     out = sustained_output_tokens_per_s(rate, r)
     total = rate * float((r.requests.input_tokens + r.requests.output_tokens).mean())
     return {"requests_per_s": rate * k, "output_tokens_per_s": out * k, "total_tokens_per_s": total * k,
@@ -161,6 +172,7 @@ def _workload_doc(rep: ServeReport) -> dict[str, Any]:
             "concurrency": rep.concurrency, "rate_per_s": rep.rate_per_s,
             "concurrency_per_replica": None if rep.concurrency is None else rep.concurrency // rep.replicas,
             "rate_per_s_per_replica": None if rep.rate_per_s is None else rep.rate_per_s / rep.replicas,
+            "concurrency_per_scheduler": None if rep.concurrency is None else rep.concurrency // rep.units,
             "requests_per_replica": rep.num_requests, "lengths_file": rep.lengths_file,
             "mean_input_len": rep.mean_input_len, "mean_output_len": rep.mean_output_len,
             "output_len_stddev": rep.output_len_stddev, "seed": rep.seed}
@@ -202,6 +214,10 @@ def notes(rep: ServeReport) -> list[str]:
     if rep.replicas > 1:
         out.append(f"{rep.replicas} identical replicas: one is simulated with its share of the load "
                    "(concurrency or rate / replicas); throughput is its figure x replicas, latency its own")
+    if rep.attention_dp > 1:
+        out.append(f"DP attention: one of the {rep.attention_dp} attention groups is simulated with its share of the "
+                   f"load (/ {rep.attention_dp}), the groups assumed balanced and in lockstep; throughput is its "
+                   f"figure x {rep.attention_dp} per replica; KV capacity and max concurrency are one group's")
     if rep.usd_per_gpu_hour is None:
         out.append(f"no rental price for {rep.serving.setup.gpu.name} in the catalog: no cost per token")
     elif rep.prices.rent.stale:
@@ -228,8 +244,8 @@ def no_rate_reason(rep: ServeReport) -> str:
     if s.idle_misses:
         return (f"no request rate meets {want}: even a request served alone (an idle engine) has TTFT P{p} "
                 f"{s.slo.stat(low.ttft) * 1e3:.4g} ms and TPOT P{p} {s.slo.stat(low.tpot) * 1e3:.4g} ms")
-    rate = s.probes[-1].rate_per_s * rep.replicas
-    return (f"no request rate meets {want}: even at {rate:.3g} requests/s (1/1024 of the {s.ceiling_per_s * rep.replicas:.3g}"
+    rate = s.probes[-1].rate_per_s * rep.units
+    return (f"no request rate meets {want}: even at {rate:.3g} requests/s (1/1024 of the {s.ceiling_per_s * rep.units:.3g}"
             f" the engine sustains) TTFT P{p} is {s.slo.stat(low.ttft) * 1e3:.4g} ms and TPOT P{p} "
             f"{s.slo.stat(low.tpot) * 1e3:.4g} ms")
 
@@ -253,7 +269,8 @@ def _num(x: float, digits: int = 4) -> str:
 def headline(rep: ServeReport) -> str:
     sm = rep.serving
     s = sm.setup
-    par = f"TP{s.tp}" + (f" EP{s.ep}" if s.ep > 1 else "") + (f" PP{s.pp}" if s.pp > 1 else "")
+    par = (f"TP{s.tp}" + (f" EP{s.ep}" if s.ep > 1 else "") + (f" PP{s.pp}" if s.pp > 1 else "")
+           + (f" DP-attention {s.attention_dp}" if s.attention_dp > 1 else ""))
     if s.spec is not None:
         par += (f", speculative decoding ({s.spec.draft_len} drafts at {s.spec.acceptance:g} acceptance, "
                 f"{s.spec.draft_model or 'draft head'})")
@@ -300,7 +317,7 @@ def print_serve(rep: ServeReport) -> None:
     t = compact_table("throughput")
     for col in ("", "requests/s", "output tokens/s", "total tokens/s"):
         t.add_column(col, justify="left" if not col else "right")
-    k, g = rep.replicas, rep.gpus
+    k, g = rep.units, rep.gpus
     t.add_row(f"all {g} GPUs" if g > 1 else "total", _num(r.requests_per_s * k), _num(r.output_tokens_per_s * k),
               _num(r.total_tokens_per_s * k))
     if g > 1:
@@ -342,7 +359,7 @@ def slo_line(rep: ServeReport) -> str:
            f"the middle half by arrival, Poisson seed {rep.seed}")
     if s.max_rate_per_s is None or s.at_rate is None:
         return f"SLO: {no_rate_reason(rep)} ({how})"
-    k = rep.replicas
+    k = rep.units
     a = s.at_rate
     p = s.slo.percentile
     out = sustained_output_tokens_per_s(s.max_rate_per_s, a)
@@ -366,7 +383,7 @@ def latency_chart(rep: ServeReport, which: str, width: int = 440, height: int = 
     if not rep.sweep:
         return ""
     p = rep.slo_percentile
-    k, g = rep.replicas, rep.gpus
+    k, g = rep.units, rep.gpus
     pts = []
     for rate, r in rep.sweep:
         v = getattr(getattr(r, which), f"p{p}") * 1e3
@@ -425,8 +442,8 @@ def render_html(rep: ServeReport) -> str:
     mem_rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_num(v) if isinstance(v, float) else v)}</td></tr>"
                        for k, v in mem.items() if k != "notes")
     sweep_rows = "".join(
-        f"<tr><td>{rate * rep.replicas:.3g}</td>"
-        f"<td>{_num(sustained_output_tokens_per_s(rate, x) * rep.replicas / rep.gpus)}</td>"
+        f"<tr><td>{rate * rep.units:.3g}</td>"
+        f"<td>{_num(sustained_output_tokens_per_s(rate, x) * rep.units / rep.gpus)}</td>"
         f"<td>{_num(getattr(x.ttft, f'p{rep.slo_percentile}') * 1e3)}</td>"
         f"<td>{_num(getattr(x.tpot, f'p{rep.slo_percentile}') * 1e3)}</td><td>{x.preemptions}</td></tr>"
         for rate, x in (rep.sweep or []))
@@ -440,7 +457,7 @@ def render_html(rep: ServeReport) -> str:
            ".charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555}")
     ceiling = "" if rep.ceiling_per_s is None else (
         f"<p class=note>Poisson arrivals at 1/{len(rep.sweep or [])} to {len(rep.sweep or [])}/{len(rep.sweep or [])}"
-        f" of the saturation rate ({rep.ceiling_per_s * rep.replicas:.3g} requests/s: a closed loop at the largest "
+        f" of the saturation rate ({rep.ceiling_per_s * rep.units:.3g} requests/s: a closed loop at the largest "
         f"concurrency the KV cache holds); {rep.probe_requests} requests per point, seed {rep.seed}; latency over the "
         "middle half of the requests by arrival (steady state); throughput: rate x mean answer length.</p>")
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>whichgpu serve: "

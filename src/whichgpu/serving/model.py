@@ -81,6 +81,16 @@ class Setup:
     spec: SpecDecode | None = None
     """Speculative decoding; None: off. The scheduler config must carry it too
     (`ServingModel.scheduler_config`)."""
+    attention_dp: int = 1
+    """Attention data parallelism (SGLang --enable-dp-attention --dp, vLLM --data-parallel-size with
+    expert parallelism, TensorRT-LLM enable_attention_dp): the ``tp`` GPUs form this many attention
+    groups of tp / attention_dp GPUs, each with its own requests, scheduler and KV cache; the MLP or
+    experts run over all ``tp`` GPUs on every group's tokens. 1: off."""
+
+    @property
+    def attn_tp(self) -> int:
+        """GPUs one attention group splits its heads (and KV heads) over."""
+        return max(1, self.tp // max(1, self.attention_dp))
 
 
 @dataclass
@@ -103,19 +113,19 @@ class ServingModel:
         return get_engine(self.setup.engine).request_overhead_ms * 1e-3
 
     def activation_peak_bytes(self, max_num_batched_tokens: int, max_num_seqs: int, logits: bool = True) -> float:
-        a, t = self.args, self.setup.tp
+        a, t, ta, g = self.args, self.setup.tp, self.setup.attn_tp, max(1, self.setup.attention_dp)
         T = max_num_batched_tokens
-        heads = max(1, a.heads // t)
-        qkv = (heads + 2 * max(1, a.kv_heads // t)) * a.qk_dim if not a.mla else heads * (a.qk_dim + a.v_dim)
+        heads = max(1, a.heads // ta)
+        qkv = (heads + 2 * max(1, a.kv_heads // ta)) * a.qk_dim if not a.mla else heads * (a.qk_dim + a.v_dim)
         if a.experts:
             i = a.expert_intermediate if self.setup.ep > 1 else max(1, a.expert_intermediate // t)
             mlp = a.experts_per_token * 3 * i + a.experts
         else:
             mlp = 3 * max(1, a.intermediate // t)
-        per_token = (4 * a.hidden + qkv + mlp) * ACT_BYTES
+        per_token = (4 * a.hidden + qkv + g * mlp) * ACT_BYTES  # DP attention: the MLP runs on every group's tokens
         if not logits:  # a pipeline stage before the last: no sampler
             return T * per_token
-        logits_bytes = 2 * max_num_seqs * -(-a.vocab // t) * 4.0
+        logits_bytes = 2 * g * max_num_seqs * -(-a.vocab // t) * 4.0
         return T * per_token + logits_bytes
 
     def capacity(self, *, gpu_memory_utilization: float = 0.9, max_seq_len: int = 8192,
@@ -170,21 +180,26 @@ class ServingModel:
         return simulate_pipeline(workload, step_time, config, self.setup.pp)
 
 
-def _layer_weight_bytes(a: DecoderArgs, i: int, w: float, tp: int, ep: int) -> float:
+def _layer_weight_bytes(a: DecoderArgs, i: int, w: float, tp: int, ep: int, attn_tp: int | None = None) -> float:
+    """One layer's weights on one GPU; ``attn_tp``: the GPUs the attention weights split over (DP
+    attention: tp / attention_dp, each group holding its own copy; None: tp)."""
     lp = a.layer_params(i)
+    at = tp if attn_tp is None else attn_tp
+    attn = a.attention_params()
+    rest = lp - attn
     if a.is_moe(i):
         ex = a.experts * a.expert_params()
         per_gpu_ex = ex / ep if ep > 1 else ex / tp
-        return float((lp - ex) / tp * w + per_gpu_ex * w)
-    return float(lp / tp * w)
+        return float(attn / at * w + (rest - ex) / tp * w + per_gpu_ex * w)
+    return float(attn / at * w + rest / tp * w)
 
 
-def weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int) -> float:
+def weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int, attn_tp: int | None = None) -> float:
     """Bytes of the weights one GPU holds (see the module docstring)."""
     w = WEIGHT_BYTES[precision]
     layers = 0.0
     for i in range(a.layers):
-        layers += _layer_weight_bytes(a, i, w, tp, ep)
+        layers += _layer_weight_bytes(a, i, w, tp, ep, attn_tp)
     head = 0 if a.tie_embeddings else a.vocab * a.hidden
     return layers + (a.vocab * a.hidden + head) / tp * ACT_BYTES
 
@@ -228,6 +243,13 @@ def build(setup: Setup) -> ServingModel:
     if ep > 1 and (not a.experts or a.experts % ep):
         raise InputError(f"expert parallelism {ep} needs an MoE model whose experts it divides "
                          f"({model_id}: {a.experts or 'no'} experts)", field="ep")
+    adp = setup.attention_dp
+    if adp < 1 or tp % adp:
+        raise InputError(f"attention data parallelism {adp} must divide the tensor-parallel GPUs ({tp}): each "
+                         f"attention group takes tp / attention_dp of them", field="attention_dp")
+    if adp > 1 and (pp > 1 or spec is not None):
+        raise InputError("DP attention with pipeline parallelism or speculative decoding is not modelled; give "
+                         "--attention-dp 1", field="attention_dp")
     if setup.precision == "fp4" and not setup.gpu.peak("fp4"):
         raise InputError(f"{setup.gpu.name} has no FP4 tensor cores (Blackwell and later)", field="precision")
     kv_bytes = 1.0 if setup.kv_dtype == "fp8" else 2.0
@@ -236,8 +258,8 @@ def build(setup: Setup) -> ServingModel:
     cpu = eng.step_host_ms_infer * 1e-3
 
     def layout(layers: int) -> KvLayout:
-        return kv_layout(layers=layers, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes, tp=tp,
-                         kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim)
+        return kv_layout(layers=layers, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes,
+                         tp=setup.attn_tp, kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim)
 
     step: StepModel | PipelineStepTime
     stages: tuple[tuple[float, KvLayout], ...] = ()
@@ -259,7 +281,7 @@ def build(setup: Setup) -> ServingModel:
                              f"+ {pp - 1} point-to-point send(s) of {P2P_TENSORS} x tokens x hidden 16-bit values over "
                              + ", ".join(sorted({link.text for link in links})))
     else:
-        wb = weight_bytes(a, setup.precision, tp, ep)
+        wb = weight_bytes(a, setup.precision, tp, ep, setup.attn_tp)
         kv = layout(a.layers)
         draft = None
         if spec is not None:
@@ -271,7 +293,14 @@ def build(setup: Setup) -> ServingModel:
                                     f"{spec.draft_len} lookahead KV slots per decoding request; drafter weights "
                                     f"{draft_w / 1e9:.2f} GB per GPU, its KV as {draft_layers} more layer(s)")
         step = StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, speculative=spec is not None,
-                         draft=draft)
+                         draft=draft, attn_dp=adp)
+        if adp > 1:
+            notes["attention_dp"] = (
+                f"DP attention: {adp} attention groups of {setup.attn_tp} GPU(s), each with its own requests "
+                f"(concurrency or rate / {adp}), scheduler and KV cache; attention weights held per group; the "
+                f"{'experts' if a.experts else 'MLP'} over all {tp} GPUs on every group's tokens (the groups step in "
+                f"lockstep with equal batches), tokens all-gathered before and reduce-scattered after each MLP"
+                + (", attention output all-reduced within the group" if setup.attn_tp > 1 else ""))
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
                    f"embedding and LM head, {wb / 1e9:.1f} GB per GPU"
@@ -279,8 +308,11 @@ def build(setup: Setup) -> ServingModel:
                       "to 16-bit math (as vLLM's Marlin kernels run FP8 on Ampere)"
                       if setup.precision in ("fp8", "int8") and not setup.gpu.peak(setup.precision) else ""),
         "parallelism": f"tensor parallel {tp}" + (f", expert parallel {ep}" if ep > 1 else "")
+                       + (f", attention data parallel {adp}" if adp > 1 else "")
                        + (f", pipeline parallel {pp}" if pp > 1 else "")
-                       + (", all-reduce twice per layer over " + setup.system.name if tp > 1 else ""),
+                       + (", all-reduce twice per layer over " + setup.system.name if tp > 1 and adp == 1 else "")
+                       + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
+                          if adp > 1 else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU",
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
                   + f", {cpu * 1e3:g} ms host time per step"

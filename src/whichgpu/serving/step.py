@@ -99,12 +99,21 @@ class StepModel:
     """Decode requests carrying draft tokens also pay the drafter's passes (`spec.py`)."""
     draft: StepModel | None = None
     """The draft model's step model (speculative, with a draft model); None: a one-layer draft head."""
+    attn_dp: int = 1
+    """Attention data parallelism (DP attention): the ``tp`` GPUs form ``attn_dp`` groups of tp / attn_dp
+    that each run attention for their own requests; this model times one group's step, its MLP or
+    experts over every group's tokens (the groups step in lockstep with equal batches)."""
     _fixed: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _rates: tuple[float, float] | None = field(default=None, repr=False)
     _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _parts: tuple[float, float, float] | None = field(default=None, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
+    @property
+    def attn_tp(self) -> int:
+        """GPUs one attention group splits its heads over: tp, or tp / attn_dp under DP attention."""
+        return max(1, self.tp // self.attn_dp)
+
     @property
     def _launch_s(self) -> float:
         """GPU-side cost of one kernel: a CUDA-graph replay where the engine captures graphs."""
@@ -155,7 +164,7 @@ class StepModel:
         """One layer's GEMMs and elementwise kernels for `tokens` tokens on one rank."""
         a, t, T = self.args, self.tp, max(1, tokens)
         h = a.hidden
-        heads = max(1, a.heads // t)
+        heads = max(1, a.heads // self.attn_tp)
         ops: list[Op] = []
         if a.mla:
             if a.q_lora_rank:
@@ -165,9 +174,11 @@ class StepModel:
             ops.append(self._gemm("kv_a", T, a.kv_lora_rank + a.qk_rope_dim, h))
             ops.append(self._gemm("kv_b", T, heads * (a.qk_nope_dim + a.v_dim), a.kv_lora_rank))
         else:
-            kv = max(1, a.kv_heads // t)
+            kv = max(1, a.kv_heads // self.attn_tp)
             ops.append(self._gemm("qkv", T, (heads + 2 * kv) * a.head_dim, h))
         ops.append(self._gemm("o", T, h, heads * a.v_dim))
+        attn_heads = heads
+        T = T * self.attn_dp  # DP attention: the MLP or experts run over every group's tokens
         gated = a.mlp_matrices == 3
         if a.is_moe(layer):
             k, e = a.experts_per_token, a.experts
@@ -192,10 +203,11 @@ class StepModel:
             ops += [self._gemm("mlp.up", T, (2 if gated else 1) * i, h), self._gemm("mlp.down", T, h, i)]
             ops.append(Op("mlp.act", "pointwise", "forward", "layer", "bf16", 0.0,
                           T * (2 if gated else 1) * i * ACT_BYTES, T * i * ACT_BYTES))
-        # fused add + norm twice, rotary on q and k
-        ops.append(Op("add_norm", "norm", "forward", "layer", "bf16", 0.0, 4 * T * h * ACT_BYTES, 4 * T * h * ACT_BYTES))
-        ops.append(Op("rotary", "pointwise", "forward", "layer", "bf16", 0.0, 2 * T * heads * a.qk_dim * ACT_BYTES,
-                      2 * T * heads * a.qk_dim * ACT_BYTES))
+        # fused add + norm twice (on the group's own tokens), rotary on q and k
+        rt = max(1, tokens)
+        ops.append(Op("add_norm", "norm", "forward", "layer", "bf16", 0.0, 4 * rt * h * ACT_BYTES, 4 * rt * h * ACT_BYTES))
+        ops.append(Op("rotary", "pointwise", "forward", "layer", "bf16", 0.0, 2 * rt * attn_heads * a.qk_dim * ACT_BYTES,
+                      2 * rt * attn_heads * a.qk_dim * ACT_BYTES))
         return ops
 
     def fixed_s(self, tokens: int, sampled: int) -> float:
@@ -204,12 +216,11 @@ class StepModel:
         got = self._fixed.get(key)
         if got is not None:
             return got
-        a, t = self.args, self.tp
+        a = self.args
         lo, hi = self.layer_span
         total = sum(n * (self._cost(self._layer_ops(layer, tokens)) + (self._moe_layer_s if a.is_moe(layer) else 0.0))
                     for layer, n in layer_kinds(a, lo, hi))
-        if t > 1:
-            total += 2 * (hi - lo) * self._all_reduce_s(tokens)
+        total += (hi - lo) * self._layer_comm_s(tokens)
         if self.lm_head:
             total += self._cost([self._lm_head_op(sampled)])
         self._fixed[key] = total
@@ -219,9 +230,22 @@ class StepModel:
         return collective_time("all_reduce", max(1, tokens) * self.args.hidden * ACT_BYTES, self.tp, self.system,
                                self.device.params)
 
+    def _layer_comm_s(self, tokens: int) -> float:
+        """One layer's collectives: two all-reduces over tensor parallelism; under DP attention an
+        all-reduce of the attention output within the group (tp / attn_dp > 1), then the groups'
+        tokens all-gathered over the tp GPUs before the MLP or experts and reduce-scattered after."""
+        if self.tp <= 1:
+            return 0.0
+        if self.attn_dp <= 1:
+            return 2 * self._all_reduce_s(tokens)
+        shard = max(1, tokens) * self.args.hidden * ACT_BYTES
+        p = self.device.params
+        group = collective_time("all_reduce", shard, self.attn_tp, self.system, p) if self.attn_tp > 1 else 0.0
+        return group + 2 * collective_time("all_gather", shard, self.tp, self.system, p)
+
     def _lm_head_op(self, sampled: int) -> Op:
         a = self.args
-        s = max(1, sampled)
+        s = max(1, sampled) * self.attn_dp  # DP attention: every group's sampled rows, vocabulary over tp
         vocab = -(-a.vocab // self.tp)
         return Op("lm_head", "matmul", "forward", "head", "bf16", 2.0 * s * vocab * a.hidden,
                   s * a.hidden * ACT_BYTES + vocab * a.hidden * ACT_BYTES, s * vocab * 4.0, mm=(1, s, vocab, a.hidden))
@@ -242,7 +266,7 @@ class StepModel:
         cached position, and the kernel's latency."""
         if self._parts is not None:
             return self._parts
-        a, t = self.args, self.tp
+        a, t = self.args, self.attn_tp
         dev = self.device
         heads = max(1, a.heads // t)
         if a.mla:
@@ -260,7 +284,7 @@ class StepModel:
     def _prefill_attention_s(self, batch: StepBatch) -> float:
         if batch.prefill_tokens.size == 0:
             return 0.0
-        a, t = self.args, self.tp
+        a, t = self.args, self.attn_tp
         heads = max(1, a.heads // t)
         pairs = float(batch.prefill_attention_pairs)
         flops = 2.0 * pairs * heads * (a.qk_dim + a.v_dim)
@@ -325,8 +349,7 @@ class StepModel:
         got = self._head_passes.get(key)
         if got is None:
             got = self._cost(self._layer_ops(self.args.layers - 1, tokens)) + self._cost([self._lm_head_op(sampled)])
-            if self.tp > 1:
-                got += 2 * self._all_reduce_s(tokens)
+            got += self._layer_comm_s(tokens)
             self._head_passes[key] = got
         return got
 
