@@ -140,3 +140,12 @@ def test_serves_packaged_accuracy_figures_are_todays(rows: list[sv.ServeScore]) 
     fallback = lookup("rtx-4090", "vllm")
     assert fallback is not None and not fallback.exact and fallback.gpu == ANY and fallback.engine == "vllm"
     assert lookup("rtx-4090", "no-such-engine").engine == ANY  # type: ignore[union-attr]
+    # the groups are keyed by the catalog's own ids, which reports look them up with: H200 rows once
+    # went in under the alias "h200" and `serve --gpu h200` said "not validated for" its 176 rows
+    from whichgpu.hardware.catalog import load_catalog
+
+    cat = load_catalog()
+    for gid in sv.validated_gpus():
+        assert cat.get(gid).id == gid
+        got = lookup(cat.get(gid).id, "vllm")
+        assert got is not None and got.exact, gid

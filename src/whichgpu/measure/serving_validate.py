@@ -61,7 +61,7 @@ ZOO = {
     "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3", "moonshotai/Kimi-K2.5": "kimi-k2",
     "MiniMaxAI/MiniMax-M2.5": "minimax-m2",
 }
-GPUS = {"H100-SXM5-80GB": ("h100-sxm5-80gb", "dgx-h100"), "H200-SXM-141GB": ("h200", "dgx-h200"),
+GPUS = {"H100-SXM5-80GB": ("h100-sxm5-80gb", "dgx-h100"), "H200-SXM-141GB": ("h200-sxm-141gb", "dgx-h200"),
         "B200": ("b200", "hgx-b200")}
 
 
