@@ -120,6 +120,12 @@ def test_every_page_loads_without_console_errors(page: tuple[Any, Recorder], ser
     n = answered(p, n)  # (the same document: a new hash)
     assert p.get_attribute("#tabs button[aria-selected=true]", "data-page") == "serve"
     assert p.locator("#serve-chart canvas").count() >= 1 and p.locator("#sweep tbody tr").count() == 8
+    # an MoE model with expert parallelism and DP attention: the form holds them, the title says them
+    p.goto(f"{server}/#serve?model=qwen3-30b-a3b&gpu=h100-sxm5-80gb&tp=2&ep=2&attention_dp=2&rate=2&input_len=128"
+           "&output_len=32&requests=40")
+    n = answered(p, n)
+    assert p.input_value("#f-ep") == "2" and p.input_value("#f-attention_dp") == "2"
+    assert p.inner_text("#result-title").endswith("TP2 EP2 DP-attention 2")
     p.click("#tabs button[data-page=plan]")  # a tab opens at its defaults, in the URL
     answered(p, n)
     assert p.url.endswith("#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&precision=bf16&objective=time")

@@ -125,3 +125,51 @@ def test_cli_bad_serving_questions_exit_2(args: list[str], words: str) -> None:
     r = invoke("recommend", *args)
     assert r.exit_code == 2, r.output
     assert words in r.output and "Traceback" not in r.output
+
+
+def test_layouts_tried_per_tp() -> None:
+    from whichgpu.recommend.serving import layouts
+
+    assert layouts(0, 8) == [(1, 1)]  # dense: tensor parallelism only
+    assert layouts(128, 1) == [(1, 1)]
+    assert layouts(128, 4) == [(1, 1), (4, 1), (4, 4)]  # MoE: experts by TP, EP = TP, EP with DP attention
+    assert layouts(60, 8) == [(1, 1)]  # EP must divide the experts
+
+
+MOE = ServingAsk("qwen3-30b-a3b", 30.0, 1000, 300, slo_ttft_ms=1000, slo_tpot_ms=40, cost=CostModel(mode="rent"),
+                 max_gpus=2, top=5)
+
+
+@pytest.fixture(scope="module")
+def moe(gpus):  # type: ignore[no-untyped-def]
+    return recommend_serving(MOE, [gpus[0]])
+
+
+def test_moe_layouts_are_ranked_with_their_groups_rates(moe) -> None:  # type: ignore[no-untyped-def]
+    every = moe.ranked + moe.more + moe.others
+    got = {(o.tp, o.ep, o.attention_dp) for o in every}
+    assert got == {(1, 1, 1), (2, 1, 1), (2, 2, 1), (2, 2, 2)}
+    dp = next(o for o in every if o.attention_dp == 2)
+    assert dp.layout == "TP2 EP2 DP-attention 2" and dp.gpus in (None, 2 * (dp.replicas or 0))
+    searched = [o for o in every if o.max_rate_per_replica is not None]
+    assert searched and all(o.replicas * o.max_rate_per_replica >= MOE.rate_per_s for o in searched)  # type: ignore[operator]
+    # the DP-attention replica is simulated as one attention group: its SLO rate per replica is the
+    # group's x 2, which `serve --attention-dp 2` reports the same way (1,000 probe requests there, 400 here)
+    assert dp.max_rate_per_replica is not None
+    r = invoke("serve", "qwen3-30b-a3b", "--gpu", "h100-sxm5-80gb", "--tp", "2", "--ep", "2", "--attention-dp", "2",
+               "--rate", "10", "--input-len", "1000", "--output-len", "300", "--slo-ttft-ms", "1000",
+               "--slo-tpot-ms", "40", "--json")
+    assert r.exit_code == 0, r.output
+    serve_rate = json.loads(r.stdout)["slo"]["max_rate_per_s_per_replica"]
+    assert dp.max_rate_per_replica == pytest.approx(serve_rate, rel=0.15)
+    # one attention group alone sustains about half of that: the factor is the groups, not a rescale
+    single = next(o for o in every if (o.tp, o.ep, o.attention_dp) == (2, 2, 1))
+    assert single.max_rate_per_replica is not None and dp.max_rate_per_replica < 2 * single.max_rate_per_replica
+
+
+def test_weights_that_do_not_fit_are_listed_once_per_tp(gpus) -> None:  # type: ignore[no-untyped-def]
+    ask = replace(MOE, model="deepseek-v3", precision="fp8", max_gpus=4)
+    rec = recommend_serving(ask, [gpus[0]])
+    assert not rec.ranked
+    fits = [o for o in rec.others if o.kind == "fit"]
+    assert sorted(o.tp for o in fits) == [1, 2, 4] and all(o.ep == 1 and o.attention_dp == 1 for o in fits)

@@ -283,6 +283,20 @@ def test_serve_is_the_cli_run_with_the_latency_curve(client: TestClient) -> None
     assert all(p["output_tokens_per_s_per_gpu"] > 0 for p in sweep)
 
 
+def test_serve_takes_expert_parallelism_and_dp_attention(client: TestClient) -> None:
+    args = ("qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--ep", "2", "--attention-dp", "2", "--concurrency", "8",
+            "--input-len", "128", "--output-len", "32", "--requests", "40")
+    doc = get(client, "serve", model="qwen3-30b-a3b", gpu="h100", tp="2", ep="2", attention_dp="2", concurrency="8",
+              input_len="128", output_len="32", requests="40")
+    assert without(doc, "sweep", "answer", "reason") == cli_json("serve", *args)
+    assert doc["setup"]["attention_dp"] == 2 and doc["workload"]["concurrency_per_scheduler"] == 4
+    bad = {"model": "qwen3-30b-a3b", "gpu": "h100", "tp": "2", "attention_dp": "3", "rate": "1", "input_len": "128",
+           "output_len": "32"}
+    assert error_of(client, "serve", **bad) == cli_error(
+        "serve", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--attention-dp", "3", "--rate", "1", "--input-len",
+        "128", "--output-len", "32")
+
+
 def test_serve_with_unreachable_slos_answers_no(client: TestClient) -> None:
     doc = get(client, "serve", **SERVE, slo_tpot_ms="0.01")
     assert doc["answer"] == "no" and doc["reason"].startswith("no request rate meets TPOT P90 <= 0.01 ms")

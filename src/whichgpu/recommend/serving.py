@@ -3,8 +3,11 @@ the least money: `recommend --use-case llm-serving --rate R --slo-ttft-ms X --sl
 Torch-free.
 
 For each accelerator with a price (rent: the catalog's cloud price per GPU-hour; buy: the purchase
-amortised over the hours of use, plus electricity, `cost.buy_usd_per_hour`) and each
-tensor-parallel degree that divides the model's heads and fits one node of its default system:
+amortised over the hours of use, plus electricity, `cost.buy_usd_per_hour`), each
+tensor-parallel degree that divides the model's heads and fits one node of its default system, and,
+for an MoE model at TP > 1, each of the layouts its engines serve it with (`layouts`: experts split
+by tensor parallelism, expert parallelism over the TP GPUs, and expert parallelism with DP attention,
+`serve --ep TP --attention-dp TP`, whose rates are one attention group's x TP):
 
 1. The serving engine is built as `whichgpu serve` builds it (`serving.model.build`, vLLM's default
    batch knobs for the GPU, 90 % of memory); a replica whose weights do not fit, or whose KV cache
@@ -16,7 +19,7 @@ tensor-parallel degree that divides the model's heads and fits one node of its d
 4. Cost per million output tokens at the asked rate: the replicas' cost per hour over the output
    tokens an hour of the rate produces (rate x output length x 3600).
 
-Ranked by cost per million output tokens, then fewer GPUs. Bounding: configurations are taken best
+Ranked by cost per million output tokens, then fewer GPUs, then the higher rate per replica (headroom). Bounding: configurations are taken best
 first by a lower bound of their cost, from a rate no SLO rate exceeds: first `rate_upper_bound`
 (a prefill and decode throughput bound), then also the closed-loop saturation rate (one short
 simulation); the SLO search runs when a configuration's tightest bound still comes first. Once the
@@ -42,6 +45,17 @@ from whichgpu.recommend.prices import UserPrice, resolve_prices
 from whichgpu.serving.slo import held_concurrency, probe_requests
 
 TP_DEGREES = (1, 2, 4, 8)
+
+
+def layouts(experts: int, tp: int) -> list[tuple[int, int]]:
+    """(expert parallelism, attention groups) tried at `tp`: (1, 1) always; for an MoE model whose
+    experts `tp` divides, also EP = TP and EP = TP with DP attention over all TP GPUs (SGLang
+    ``--ep TP --enable-dp-attention --dp TP``, vLLM data parallel with EP, TensorRT-LLM
+    ``enable_attention_dp``): the layouts the engines' own recipes serve DeepSeek-class models with."""
+    out = [(1, 1)]
+    if experts and tp > 1 and experts % tp == 0:
+        out += [(tp, 1), (tp, tp)]
+    return out
 PROBE_REQUESTS = 400
 """Requests per SLO probe here (the serve command uses 1,000): the ranking compares many
 configurations; its top entries are worth re-checking with `whichgpu serve`."""
@@ -89,6 +103,9 @@ class ServingOption:
     gpu: GpuSpec
     system: System
     tp: int
+    ep: int = 1
+    attention_dp: int = 1
+    """Attention groups per replica (DP attention); the search simulates one group."""
     usd_per_gpu_hour: float | None = None
     price_source: str = ""
     max_rate_per_replica: float | None = None
@@ -108,6 +125,12 @@ class ServingOption:
         return None if self.replicas is None else self.replicas * self.tp
 
     @property
+    def layout(self) -> str:
+        """The replica's layout: "TP8", "TP8 EP8", "TP8 EP8 DP-attention 8"."""
+        return (f"TP{self.tp}" + (f" EP{self.ep}" if self.ep > 1 else "")
+                + (f" DP-attention {self.attention_dp}" if self.attention_dp > 1 else ""))
+
+    @property
     def meets(self) -> bool:
         return not self.reason and self.replicas is not None
 
@@ -124,6 +147,7 @@ class ServingOption:
 
     def to_dict(self, ask: ServingAsk) -> dict[str, Any]:
         return {"gpu": self.gpu.id, "gpu_name": self.gpu.name, "system": self.system.id, "tp": self.tp,
+                "ep": self.ep, "attention_dp": self.attention_dp, "layout": self.layout,
                 "replicas": self.replicas, "gpus": self.gpus, "meets_slo": self.meets,
                 "max_rate_per_s_per_replica": self.max_rate_per_replica,
                 "saturation_rate_per_s_per_replica": self.ceiling_per_replica, "capped": self.capped,
@@ -158,20 +182,22 @@ def _gpu_hour(g: GpuSpec, cost: CostModel, today: dt.date, user: dict[str, UserP
     return buy_usd_per_hour(q.usd, 1, g.tdp_w, cost), f"buy ${q.usd:,.0f} ({q.kind}, {q.source}) amortised"
 
 
-def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.date) -> tuple[ServingOption, Any]:
-    """The option with its engine built and capacity sized (or its reason), and the run context."""
+def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.date, ep: int = 1,
+                  adp: int = 1) -> tuple[ServingOption, Any]:
+    """The option with its engine built and capacity sized (or its reason), and the run context
+    (under DP attention: one attention group's)."""
     from whichgpu.serving.kv import vllm_batch_defaults
     from whichgpu.serving.model import Setup, build
     from whichgpu.serving.scheduler import SchedulerConfig
 
-    opt = ServingOption(g, sys_, tp)
+    opt = ServingOption(g, sys_, tp, ep, adp)
     opt.usd_per_gpu_hour, opt.price_source = _gpu_hour(g, ask.cost, today, ask.prices)
     if opt.usd_per_gpu_hour is None:
         opt.reason, opt.kind = opt.price_source, "price"
         return opt, None
     try:
-        sm = build(Setup(ask.model, g, sys_, tp=tp, precision=ask.precision, kv_dtype=ask.kv_dtype,
-                         engine=ask.engine))
+        sm = build(Setup(ask.model, g, sys_, tp=tp, ep=ep, precision=ask.precision, kv_dtype=ask.kv_dtype,
+                         engine=ask.engine, attention_dp=adp))
         tokens, seqs = vllm_batch_defaults(int(g.memory_gb * 1e9), g.name)
         cap = sm.capacity(max_seq_len=ask.input_len + ask.output_len, max_num_batched_tokens=tokens,
                           max_num_seqs=seqs)
@@ -197,12 +223,13 @@ def _search(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
     from whichgpu.serving.workload import Poisson, Workload, fixed_lengths
 
     sm, cap, cfg, seqs = ctx
+    k = opt.attention_dp  # the simulation runs one attention group: its rates x k per replica
     slo = Slo(None if ask.slo_ttft_ms is None else ask.slo_ttft_ms / 1e3,
               None if ask.slo_tpot_ms is None else ask.slo_tpot_ms / 1e3, ask.percentile)
     assert opt.ceiling_per_replica is not None
     reqs = fixed_lengths(ask.input_len, ask.output_len, opt_requests(cap, seqs))
     runner = poisson_runner(reqs, sm.step_time, cfg)
-    res = search_max_rate(runner, slo, opt.ceiling_per_replica, idle=idle_run(reqs, sm.step_time, cfg), rel_tol=REL_TOL)
+    res = search_max_rate(runner, slo, opt.ceiling_per_replica / k, idle=idle_run(reqs, sm.step_time, cfg), rel_tol=REL_TOL)
     if res.max_rate_per_s is None:
         low = res.lowest
         why = "even one request served alone misses the targets" if res.idle_misses else "no rate down to 1/1024 of saturation meets the targets"
@@ -210,16 +237,16 @@ def _search(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
             why += f" (TTFT P{ask.percentile} {slo.stat(low.ttft) * 1e3:.0f} ms, TPOT {slo.stat(low.tpot) * 1e3:.1f} ms)"
         opt.reason, opt.kind = why, "slo"
         return
-    opt.max_rate_per_replica, opt.capped = res.max_rate_per_s, res.capped
-    replicas = max(1, math.ceil(ask.rate_per_s / res.max_rate_per_s - 1e-9))
+    opt.max_rate_per_replica, opt.capped = res.max_rate_per_s * k, res.capped
+    replicas = max(1, math.ceil(ask.rate_per_s / opt.max_rate_per_replica - 1e-9))
     opt.replicas = replicas
     if replicas * opt.tp > ask.max_gpus:
-        opt.reason = (f"needs {replicas} replicas x TP{opt.tp} = {replicas * opt.tp} GPUs (at most "
-                      f"{res.max_rate_per_s:.2f} requests/s each), over --max-gpus {ask.max_gpus}")
+        opt.reason = (f"needs {replicas} replicas x {opt.layout} = {replicas * opt.tp} GPUs (at most "
+                      f"{opt.max_rate_per_replica:.2f} requests/s each), over --max-gpus {ask.max_gpus}")
         opt.kind = "max-gpus"
         return
     # the latency each replica sees at its share of the rate (at most the searched rate's)
-    r = steady_state(simulate(Workload(reqs, Poisson(ask.rate_per_s / replicas, 0)), sm.step_time, cfg))
+    r = steady_state(simulate(Workload(reqs, Poisson(ask.rate_per_s / (replicas * k), 0)), sm.step_time, cfg))
     opt.ttft_ms, opt.tpot_ms = slo.stat(r.ttft) * 1e3, slo.stat(r.tpot) * 1e3
     if not math.isfinite(opt.tpot_ms):
         opt.tpot_ms = None
@@ -238,11 +265,11 @@ def _saturation(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
     sm, cap, cfg, seqs = ctx
     conc = held_concurrency(cap, seqs)
     reqs = fixed_lengths(ask.input_len, ask.output_len, opt_requests(cap, seqs))
-    opt.ceiling_per_replica = saturation_rate(reqs, sm.step_time, cfg, conc).requests_per_s
+    opt.ceiling_per_replica = saturation_rate(reqs, sm.step_time, cfg, conc).requests_per_s * opt.attention_dp
 
 
 def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
-    """Requests/s one replica cannot exceed. Every request needs its prompt prefilled and
+    """Requests/s one replica (under DP attention: one attention group) cannot exceed. Every request needs its prompt prefilled and
     `output_len` decode steps; a step holding P prefill tokens and D decoding requests takes at
     least the longer of a prefill-only step of P tokens and a decode-only step of D requests, so the
     rate is at most 1 / max(input_len x p, output_len x d), with p the least prefill time per token
@@ -281,8 +308,11 @@ def _lower_bound(ask: ServingAsk, opt: ServingOption, rate_ub: float) -> float:
 def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = None,
                       today: dt.date | None = None) -> ServingRecommendation:
     """The ranking of the module docstring over `gpus` (each in its default system)."""
+    from whichgpu.parallel.models import planner_model
+
     ask.validate()
     today = today or dt.date.today()
+    experts = planner_model(ask.model)[1].experts
     built: list[tuple[ServingOption, Any, float]] = []
     others: list[ServingOption] = []
     for g in gpus:
@@ -291,15 +321,18 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
         if usd is None:  # one line per GPU, not per degree
             others.append(ServingOption(g, sys_, 1, reason=src, kind="price"))
             continue
-        for tp in TP_DEGREES:
-            if tp > sys_.gpus_per_node or tp > ask.max_gpus:
+        heavy: set[int] = set()  # TP degrees whose weights do not fit: no other layout of theirs does either
+        for tp, ep, adp in ((t, e, d) for t in TP_DEGREES for e, d in layouts(experts, t)):
+            if tp > sys_.gpus_per_node or tp > ask.max_gpus or tp in heavy:
                 continue
-            opt, ctx = _setup_option(ask, g, sys_, tp, today)
+            opt, ctx = _setup_option(ask, g, sys_, tp, today, ep, adp)
             if ctx is None:
                 if "tensor parallelism" not in opt.reason:  # a degree the heads rule out is no option
                     others.append(opt)
+                if opt.reason.startswith("the weights"):
+                    heavy.add(tp)
                 continue
-            ub = rate_upper_bound(ask, ctx)
+            ub = rate_upper_bound(ask, ctx) * adp
             least = max(1, math.ceil(ask.rate_per_s / ub - 1e-9)) * tp
             if least > ask.max_gpus:  # no search can bring it under the cap
                 opt.reason = (f"needs at least {least} GPUs (at most {ub:.3g} requests/s per replica within the "
@@ -327,13 +360,14 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
         if stage == 0:
             _saturation(ask, opt, ctx)
             assert opt.ceiling_per_replica is not None
-            ub = min(opt.ceiling_per_replica, rate_upper_bound(ask, ctx))
+            ub = min(opt.ceiling_per_replica, rate_upper_bound(ask, ctx) * opt.attention_dp)
             heapq.heappush(heap, (max(bound, _lower_bound(ask, opt, ub)), i, 1))
             continue
         _search(ask, opt, ctx)
         if opt.meets:
             ranked.append(opt)
-            ranked.sort(key=lambda o: (o.usd_per_million_tokens(ask) or math.inf, o.gpus or 0))
+            ranked.sort(key=lambda o: (o.usd_per_million_tokens(ask) or math.inf, o.gpus or 0,
+                                       -(o.max_rate_per_replica or 0.0)))  # equal cost: the most headroom first
         else:
             others.append(opt)
     more, ranked = ranked[ask.top:], ranked[:ask.top]
@@ -345,7 +379,10 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
         "slo": f"P{ask.percentile} over the middle half of {PROBE_REQUESTS}+ requests per probe, bisection to "
                f"{REL_TOL:.0%}",
         "cost": ask.cost.describe(),
-        "layout": f"one replica per node of the GPU's default system, TP in {', '.join(map(str, TP_DEGREES))}",
+        "layout": (f"one replica per node of the GPU's default system, TP in {', '.join(map(str, TP_DEGREES))}"
+                   + ("; the MoE experts split by TP, or over EP = TP, or EP = TP with DP attention (one attention "
+                      "group per GPU, each with its own requests and KV cache, simulated as one group with its share "
+                      "of the rate, the groups balanced)" if experts else "")),
     }
     return ServingRecommendation(ask, ranked, more, others, assumptions)
 

@@ -23,7 +23,7 @@ def _ms(x: float | None) -> str:
 
 def _layout(o: ServingOption) -> str:
     reps = f"{o.replicas} x " if o.replicas and o.replicas > 1 else ""
-    return f"{reps}TP{o.tp} {o.gpu.name}"
+    return f"{reps}{o.layout} {o.gpu.name}"
 
 
 def no_answer(rec: ServingRecommendation) -> str | None:
@@ -68,5 +68,5 @@ def print_serving_recommendation(rec: ServingRecommendation) -> None:
         by = Counter(o.kind for o in rec.others)
         for kind, n in by.most_common():
             example = next(o for o in rec.others if o.kind == kind)
-            say(f"  {n} x {KINDS.get(kind, kind)} (e.g. TP{example.tp} {example.gpu.name}: {example.reason})", wrap=True)
+            say(f"  {n} x {KINDS.get(kind, kind)} (e.g. {example.layout} {example.gpu.name}: {example.reason})", wrap=True)
     say("assumptions: " + "; ".join(f"{k}: {v}" for k, v in rec.assumptions.items()), wrap=True)

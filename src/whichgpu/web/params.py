@@ -141,6 +141,7 @@ SERVE: dict[str, Param] = {
     "tp": _i("--tp", limits.TP),
     "ep": _i("--ep", limits.TP),
     "pp": _i("--pp", limits.TP),
+    "attention_dp": _i("--attention-dp", limits.TP),
     "spec_draft_len": _i("--spec-draft-len", serve_cmd.SPEC_DRAFT),
     "spec_acceptance": _f("--spec-acceptance", serve_cmd.ACCEPTANCE),
     "spec_draft_model": _s("--spec-draft-model"),

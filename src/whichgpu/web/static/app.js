@@ -75,6 +75,8 @@ const PAGES = {
       ["model", "model (decoder LLM)", "model", "llama-3.1-8b"],
       ["gpu", "GPU", "text", "h100-sxm5-80gb"],
       ["tp", "TP", "number", ""],
+      ["ep", "EP (MoE)", "number", ""],
+      ["attention_dp", "DP attention", "number", ""],
       ["rate", "requests/s", "number", "5"],
       ["input_len", "prompt tokens", "number", "1000"],
       ["output_len", "answer tokens", "number", "200"],
@@ -467,7 +469,8 @@ function renderPlan(doc, el) {
 function renderServe(doc, el) {
   const m = doc.memory || {};
   const s = doc.setup || {};
-  let h = `<h2 id="result-title">${esc(doc.model)} on ${esc(s.gpus)} x ${esc(doc.gpu_name)}: ${esc(s.engine)}, ${esc(s.precision)} weights, TP${esc(s.tp)}</h2>`;
+  const par = `TP${esc(s.tp)}${s.ep > 1 ? " EP" + esc(s.ep) : ""}${s.pp > 1 ? " PP" + esc(s.pp) : ""}${s.attention_dp > 1 ? " DP-attention " + esc(s.attention_dp) : ""}`;
+  let h = `<h2 id="result-title">${esc(doc.model)} on ${esc(s.gpus)} x ${esc(doc.gpu_name)}: ${esc(s.engine)}, ${esc(s.precision)} weights, ${par}</h2>`;
   h += table([{ label: "", t: 1 }, { label: "requests/s" }, { label: "output tokens/s" }, { label: "per GPU" }, { label: "$ per M output tokens" }],
     [["total", fmt(doc.requests_per_s), fmt(doc.output_tokens_per_s), fmt(doc.output_tokens_per_s_per_gpu), fmt(doc.cost_per_million_output_tokens)]], "serve-summary");
   h += table([{ label: "ms", t: 1 }, { label: "mean" }, { label: "P50" }, { label: "P90" }, { label: "P99" }],
@@ -498,7 +501,7 @@ function renderServe(doc, el) {
 
 /* ---- Serve: which GPUs for a rate ---------------------------------------------------------------- */
 
-const layoutOf = (o) => `${o.replicas > 1 ? o.replicas + " x " : ""}TP${o.tp} ${o.gpu_name}`;
+const layoutOf = (o) => `${o.replicas > 1 ? o.replicas + " x " : ""}${o.layout || "TP" + o.tp} ${o.gpu_name}`;
 
 function renderServeRate(doc, el) {
   const a = doc.ask || {};
