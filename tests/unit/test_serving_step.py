@@ -237,3 +237,17 @@ def test_dp_attention_multiplies_an_mla_models_kv_capacity_by_the_groups() -> No
     ct, cd = tp.capacity(max_seq_len=2048), dp.capacity(max_seq_len=2048)
     assert cd.num_tokens < ct.num_tokens  # each GPU also holds every attention weight
     assert 8 * cd.max_concurrency > 5 * ct.max_concurrency  # 8 groups of its tokens each
+
+
+def test_prefill_attention_is_memoised_by_its_chunk_shapes_only() -> None:
+    # the memo (a closed loop of fixed lengths repeats the same chunks) returns what a fresh model
+    # computes, and chunks that differ in context, count or length are priced apart
+    m, fresh = _model().step_time, _model().step_time
+    batches = [StepBatch(np.array([512]), np.array([512]), np.zeros(0, np.int64)),
+               StepBatch(np.array([512]), np.array([4096]), np.zeros(0, np.int64)),
+               StepBatch(np.array([256, 256]), np.array([256, 4096]), np.zeros(0, np.int64)),
+               StepBatch(np.array([512]), np.array([512]), np.array([700]))]
+    first = [m(b) for b in batches]
+    again = [m(b) for b in reversed(batches)][::-1]
+    assert again == first and [fresh(b) for b in batches] == first
+    assert len(set(first[:3])) == 3 and first[3] > first[0]  # a decode joining adds its own cost

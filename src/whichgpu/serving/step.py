@@ -107,6 +107,7 @@ class StepModel:
     _rates: tuple[float, float] | None = field(default=None, repr=False)
     _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _parts: tuple[float, float, float] | None = field(default=None, repr=False)
+    _prefill_attn: dict[tuple[float, int, int, int, float], float] = field(default_factory=dict, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
     @property
@@ -284,17 +285,27 @@ class StepModel:
     def _prefill_attention_s(self, batch: StepBatch) -> float:
         if batch.prefill_tokens.size == 0:
             return 0.0
-        a, t = self.args, self.attn_tp
-        heads = max(1, a.heads // t)
         pairs = float(batch.prefill_attention_pairs)
-        flops = 2.0 * pairs * heads * (a.qk_dim + a.v_dim)
         tokens = batch.num_prefill_tokens
         ctx = int(batch.prefill_context.max())
         chunks = int(batch.prefill_tokens.size)
+        ctx_sum = float(batch.prefill_context.sum())
+        key = (pairs, tokens, ctx, chunks, ctx_sum)  # all the op depends on: fixed lengths repeat them
+        got = self._prefill_attn.get(key)
+        if got is None:
+            if len(self._prefill_attn) >= 65_536:  # sampled lengths rarely repeat: bound the memory
+                self._prefill_attn.clear()
+            got = self._prefill_attn[key] = self._prefill_attention_cost(pairs, tokens, ctx, chunks, ctx_sum)
+        return got
+
+    def _prefill_attention_cost(self, pairs: float, tokens: int, ctx: int, chunks: int, ctx_sum: float) -> float:
+        a, t = self.args, self.attn_tp
+        heads = max(1, a.heads // t)
+        flops = 2.0 * pairs * heads * (a.qk_dim + a.v_dim)
         kv = heads if a.mla else max(1, a.kv_heads // t)
         mm = (chunks * kv, max(1, tokens // chunks) * max(1, heads // kv), max(1, ctx), a.qk_dim)
         o = Op("attention.prefill", "attention", "forward", "layer", "bf16", flops,
-               tokens * heads * a.qk_dim * ACT_BYTES + float(batch.prefill_context.sum()) * kv * a.qk_dim * 2 * ACT_BYTES,
+               tokens * heads * a.qk_dim * ACT_BYTES + ctx_sum * kv * a.qk_dim * 2 * ACT_BYTES,
                tokens * heads * a.v_dim * ACT_BYTES, mm=mm)
         lo, hi = self.layer_span
         return (hi - lo) * self._cost([o])
