@@ -19,12 +19,13 @@ by tensor parallelism, expert parallelism over the TP GPUs, and expert paralleli
 4. Cost per million output tokens at the asked rate: the replicas' cost per hour over the output
    tokens an hour of the rate produces (rate x output length x 3600).
 
-Ranked by cost per million output tokens, then fewer GPUs, then the higher rate per replica (headroom). Bounding: configurations are taken best
-first by a lower bound of their cost, from a rate no SLO rate exceeds: first `rate_upper_bound`
-(a prefill and decode throughput bound), then also the closed-loop saturation rate (one short
-simulation); the SLO search runs when a configuration's tightest bound still comes first. Once the
-``top`` cheapest are found, a configuration whose bound exceeds the last of them is not searched
-(listed as such): the ranking's top is exact, the pruned ones could not enter it.
+Ranked by cost per million output tokens, then fewer GPUs, then the higher rate per replica
+(headroom). Bounding: configurations are taken best first by a lower bound of their cost, from a
+rate no SLO rate exceeds: first `rate_upper_bound` (a prefill and decode throughput bound), then
+also the closed-loop saturation rate (one short simulation); the SLO search runs when a
+configuration's tightest bound still comes first. Once the ``top`` cheapest are found, a
+configuration whose bound exceeds the last of them is not searched (listed as such): the ranking's
+top is exact, the pruned ones could not enter it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ from whichgpu.serving.slo import held_concurrency, probe_requests
 
 TP_DEGREES = (1, 2, 4, 8)
 
+PROBE_REQUESTS = 400
+"""Requests per SLO probe here (the serve command uses 1,000): the ranking compares many
+configurations; its top entries are worth re-checking with `whichgpu serve`."""
+REL_TOL = 0.05
+
 
 def layouts(experts: int, tp: int) -> list[tuple[int, int]]:
     """(expert parallelism, attention groups) tried at `tp`: (1, 1) always; for an MoE model whose
@@ -56,10 +62,6 @@ def layouts(experts: int, tp: int) -> list[tuple[int, int]]:
     if experts and tp > 1 and experts % tp == 0:
         out += [(tp, 1), (tp, tp)]
     return out
-PROBE_REQUESTS = 400
-"""Requests per SLO probe here (the serve command uses 1,000): the ranking compares many
-configurations; its top entries are worth re-checking with `whichgpu serve`."""
-REL_TOL = 0.05
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,8 @@ def _saturation(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
 
 
 def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
-    """Requests/s one replica (under DP attention: one attention group) cannot exceed. Every request needs its prompt prefilled and
-    `output_len` decode steps; a step holding P prefill tokens and D decoding requests takes at
+    """Requests/s one replica (under DP attention: one attention group) cannot exceed. Every
+    request needs its prompt prefilled and `output_len` decode steps; a step holding P prefill tokens and D decoding requests takes at
     least the longer of a prefill-only step of P tokens and a decode-only step of D requests, so the
     rate is at most 1 / max(input_len x p, output_len x d), with p the least prefill time per token
     (a full token budget) and d the least decode time per request: a decode step of C requests at
@@ -329,7 +331,7 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
             if ctx is None:
                 if "tensor parallelism" not in opt.reason:  # a degree the heads rule out is no option
                     others.append(opt)
-                if opt.reason.startswith("the weights"):
+                if opt.reason.startswith("the weights"):  # serving.kv's message: the weights alone overflow
                     heavy.add(tp)
                 continue
             ub = rate_upper_bound(ask, ctx) * adp
