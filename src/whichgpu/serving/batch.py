@@ -45,7 +45,7 @@ class StepBatch:
 
     @property
     def num_prefill_tokens(self) -> int:
-        return int(self.prefill_tokens.sum())
+        return int(self.prefill_tokens.sum()) if self.prefill_tokens.size else 0
 
     @property
     def num_decode(self) -> int:
@@ -73,6 +73,8 @@ class StepBatch:
         """Query x key pairs of the prefill chunks' attention, causal within the chunk:
         sum over chunks of tokens x (context - tokens) + tokens x (tokens + 1) / 2."""
         t = self.prefill_tokens
+        if not t.size:  # a pure-decode step (most steps): no numpy on empty arrays
+            return 0
         return int((t * (self.prefill_context - t) + t * (t + 1) // 2).sum())
 
 

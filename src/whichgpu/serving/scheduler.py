@@ -401,33 +401,37 @@ class _Engine:
         ids = np.array(running, np.int64)
         ctx = self.total[ids]  # step j feeds token ctx + j
         left = self.target[ids] - self.out[ids]
-        k = int(left.min())  # up to and including the next finish
-        held = self.held[ids]
-        held_sum = int(held.sum())
-
-        def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
-            return int(self.blocks.many(ctx + steps - 1).sum()) - held_sum
-
-        k = _most_steps_that_fit(k, extra, self.free)
-        if k == 0:
-            return
-        times = self._decode_times(ctx, k) + cfg.cpu_overhead_s
-        cum = times.cumsum()
+        first_finish = k = int(left.min())  # up to and including the next finish
+        cum = (self._decode_times(ctx, k) + cfg.cpu_overhead_s).cumsum()
         if not self.waiting and not full and self.next_arrival < self.sent:
             # stop after the step during which the next request arrives: it joins the next step
-            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] + self.lag - self.t, side="left"))
-            k = min(k, m + 1)
+            k = min(k, int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1)
+        held_sum = int(self.held[ids].sum())
+        last: list[tuple[np.ndarray, int]] = []  # the blocks held after extra()'s last steps, and their sum
+
+        def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
+            held_after = self.blocks.many(ctx + steps - 1)
+            last[:] = [(held_after, int(held_after.sum()))]
+            return last[0][1] - held_sum
+
+        # then the most of those whose blocks fit (the same as fitting first: extra() only grows)
+        fit = _most_steps_that_fit(k, extra, self.free)
+        if fit == 0:
+            return
+        if fit != k:  # the bisection's last probe need not be the answer
+            k = fit
+            extra(k)
         self.t += float(cum[k - 1])
         self.steps += k
         self.seq_steps += k * ids.size
-        new_held = self.blocks.many(ctx + k - 1)
-        self.free -= int(new_held.sum()) - held_sum
-        self.held[ids] = new_held
+        self.free -= last[0][1] - held_sum
+        self.held[ids] = last[0][0]
         self.computed[ids] += k
         self.out[ids] += k
         self.total[ids] += k
         self.peak = max(self.peak, cfg.num_blocks - self.free)
-        self._finish(ids[left == k])
+        if k == first_finish:  # else no request reached its last token
+            self._finish(ids[left == k])
 
     def _spec_run(self, full: bool) -> None:
         """`_decode_run` under speculative decoding: each step verifies k drafts per request and
@@ -465,7 +469,7 @@ class _Engine:
                              np.float64)
         cum = (times + cfg.cpu_overhead_s).cumsum()
         if not self.waiting and not full and self.next_arrival < self.sent:
-            m = int(np.searchsorted(cum, self.arrival[self.next_arrival] + self.lag - self.t, side="left"))
+            m = int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t))
             steps = min(steps, m + 1)
         self.t += float(cum[steps - 1])
         self.steps += steps
@@ -516,14 +520,14 @@ def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, bu
     from index cut on are preempted; cut == len(new) when none is).
     """
     m = new.size
-    cum = np.cumsum(new)
+    cum = new.cumsum()
     b = m
     if cum[-1] > budget:  # each takes min(its tokens, budget left) until none is left: a prefix
         new = np.minimum(new, np.maximum(budget - (cum - new), 0))
         b = int(np.count_nonzero(new))
         new = new[:b]
     need = blocks_of(computed[:b] + new) - held[:b]
-    c = np.cumsum(need)
+    c = need.cumsum()
     if c[-1] <= free:
         return b, new, need, m
     suffix = np.zeros(m + 1, np.int64)  # suffix[s] = held[s:].sum()
