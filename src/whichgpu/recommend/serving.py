@@ -129,8 +129,9 @@ class ServingOption:
     @property
     def layout(self) -> str:
         """The replica's layout: "TP8", "TP8 EP8", "TP8 EP8 DP-attention 8"."""
-        return (f"TP{self.tp}" + (f" EP{self.ep}" if self.ep > 1 else "")
-                + (f" DP-attention {self.attention_dp}" if self.attention_dp > 1 else ""))
+        from whichgpu.serving.model import layout_text
+
+        return layout_text(self.tp, self.ep, attention_dp=self.attention_dp)
 
     @property
     def meets(self) -> bool:

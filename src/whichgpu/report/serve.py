@@ -13,7 +13,7 @@ from whichgpu.recommend.prices import GpuPrices
 from whichgpu.report.console import compact_table, console, say
 from whichgpu.serving.accuracy import Accuracy, lookup
 from whichgpu.serving.kv import KvCapacity
-from whichgpu.serving.model import ServingModel
+from whichgpu.serving.model import ServingModel, layout_text
 from whichgpu.serving.results import LatencyStats, ServingResult
 from whichgpu.serving.scheduler import SchedulerConfig
 from whichgpu.serving.slo import SloSearch
@@ -269,8 +269,7 @@ def _num(x: float, digits: int = 4) -> str:
 def headline(rep: ServeReport) -> str:
     sm = rep.serving
     s = sm.setup
-    par = (f"TP{s.tp}" + (f" EP{s.ep}" if s.ep > 1 else "") + (f" PP{s.pp}" if s.pp > 1 else "")
-           + (f" DP-attention {s.attention_dp}" if s.attention_dp > 1 else ""))
+    par = layout_text(s.tp, s.ep, s.pp, s.attention_dp)
     if s.spec is not None:
         par += (f", speculative decoding ({s.spec.draft_len} drafts at {s.spec.acceptance:g} acceptance, "
                 f"{s.spec.draft_model or 'draft head'})")

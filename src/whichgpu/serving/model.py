@@ -64,6 +64,12 @@ ENGINES = ("vllm", "sglang", "tensorrt-llm")
 KV_DTYPES = ("auto", "fp8", "bf16", "fp16")
 
 
+def layout_text(tp: int, ep: int = 1, pp: int = 1, attention_dp: int = 1) -> str:
+    """A replica's parallel layout as reports print it: "TP8", "TP8 EP8 DP-attention 8", "TP4 PP2"."""
+    return (f"TP{tp}" + (f" EP{ep}" if ep > 1 else "") + (f" PP{pp}" if pp > 1 else "")
+            + (f" DP-attention {attention_dp}" if attention_dp > 1 else ""))
+
+
 @dataclass(frozen=True)
 class Setup:
     """What a serving question fixes."""
