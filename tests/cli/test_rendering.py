@@ -280,7 +280,6 @@ def test_vision_workload_has_null_tokens_per_s() -> None:
     assert text_tokens["tokens_per_s"] > 0 and text_tokens["throughput"]["tokens_per_s"] > 0
 
 
-@pytest.mark.slow
 def test_estimate_all_gpus_json_is_strict() -> None:
     """The report: `estimate bert-base-squad --gpu all --gpus 8 --json` printed a NaN literal."""
     doc = run_json("estimate", "bert-base-squad", "--gpu", "all", "--gpus", "8")  # strict_json refuses NaN

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.conftest import needs_torch
 
-pytestmark = [needs_torch, pytest.mark.slow]
+pytestmark = [needs_torch]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
