@@ -35,6 +35,8 @@ def test_fixed_degrees_are_kept() -> None:
 @pytest.mark.parametrize(("extra", "text"), [
     (("--tp", "3"), "--gpus"),
     (("--tp", "4", "--pp", "1", "--cp", "1", "--micro-batch", "3"), "not divisible"),
+    (("--micro-batch", "3"), "global batch 64 is not divisible by micro-batch 3"),  # any data parallel
+    (("--tp", "1", "--pp", "1", "--cp", "1", "--micro-batch", "8"), "micro-batch 8 x data-parallel 16"),
     (("--schedule", "zb-x"), "zb-h1"),
     (("--ep", "2"), "dense"),
     (("--export", "megatron"), "--out"),
@@ -54,6 +56,16 @@ def test_no_layout_fits_exits_1_with_the_reason() -> None:
                  "--global-batch", "8", "--seq-len", "4096")
     assert res.exit_code == 1, res.output
     assert "no layout" in res.output and "fits" in res.output
+
+
+def test_no_split_of_the_degrees_says_the_rules() -> None:
+    # one sequence on 64 GPUs without pipelining or context parallelism: tp would have to be 64,
+    # beyond the 8-GPU NVLink domain; the answer names the rules the split broke
+    res = invoke("plan", "llama-3-70b", "--gpu", "h100-sxm5-80gb", "--gpus", "64", "--global-batch", "1",
+                 "--seq-len", "4096", "--pp", "1", "--cp", "1")
+    assert res.exit_code == 1, res.output
+    assert "no split of the degrees exists" in res.output and "up to 8 (the scale-up domain)" in res.output
+    assert "must divide the global batch 1" in res.output and "Traceback" not in res.output
 
 
 def test_html_has_the_gantt_chart_and_export_writes_megatron_args(tmp_path: Path) -> None:

@@ -236,7 +236,7 @@ def _no_layout_reason(res: Any) -> str:
     if res.skipped:
         parts = ", ".join(f"{n} by {k}" for k, n in sorted(res.skipped.items()))
         return f"no valid split of the degrees ({parts} rejected)"
-    return "no valid split of the degrees"
+    return f"no split of the degrees exists: {res.rules}" if res.rules else "no valid split of the degrees"
 
 
 def check_fixed(job: Any, fixed: Any) -> None:
@@ -281,6 +281,11 @@ def check_fixed(job: Any, fixed: Any) -> None:
                              f"{' per pipeline stage' if fixed.pp else ''})", field="ep")
     if fixed.cp and fixed.cp > 1 and job.seq_len % (2 * fixed.cp):
         raise InputError(f"context parallelism {fixed.cp} needs --seq-len divisible by {2 * fixed.cp}", field="cp")
+    if fixed.micro_batch and job.global_batch >= 1 and job.global_batch % fixed.micro_batch:
+        # global batch = micro-batch x accumulation x data parallel, whatever degrees are searched
+        raise InputError(f"global batch {job.global_batch} is not divisible by micro-batch {fixed.micro_batch} (the "
+                         "global batch is micro-batch x accumulation steps x data-parallel degree)",
+                         field="global_batch")
     if fixed.tp and fixed.pp and fixed.cp is not None and fixed.micro_batch:
         dp = job.gpus // (fixed.tp * fixed.pp * (fixed.cp or 1))
         if job.global_batch % (fixed.micro_batch * dp):

@@ -110,7 +110,8 @@ def at_count(job: Job, base: Plan, top: int = 3, power_limit_w: float | None = N
         got = search(small, Fixed(), base, top=top, ctx=context(small, power_limit_w))
         if got.best:
             return small, got
-    return wide, SearchResult(every.best[:top], every.not_fitting[:top], every.evaluated, every.skipped)
+    return wide, SearchResult(every.best[:top], every.not_fitting[:top], every.evaluated, every.skipped,
+                              every.rules)
 
 
 def quick_best(job: Job, base: Plan, power_limit_w: float | None = None, keep: int = 3) -> Result | None:
@@ -213,6 +214,8 @@ def _none_text(last: tuple[Job, SearchResult] | None, first: int, upto: int) -> 
         why = res.not_fitting[0].reason
     elif "memory" in res.skipped:
         why = "the model states alone exceed the GPU's memory in every layout"
+    elif not res.skipped and res.rules:
+        why = f"no split of the degrees exists: {res.rules}"
     else:
         why = "no valid split of the degrees"
     return f"no layout fits on {span} x {job.gpu.name} (at {job.gpus}: {why})"

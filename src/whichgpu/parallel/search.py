@@ -25,6 +25,10 @@ MICRO_BATCHES = (1, 2, 4, 8, 16)
 SCHEDULES_SEARCHED = ("1f1b", "interleaved-1f1b", "zb-h1", "zb-v")
 SHARDINGS_SEARCHED = ("zero1", "ddp", "fsdp-full")
 RECOMPUTES_SEARCHED = ("none", "selective", "full")
+MAX_TP = 64  # and the system's scale-up domain
+MAX_PP = 64  # and the model's layers
+MAX_CP = 16
+CP_MIN_TOKENS = 2048  # context parallelism pays off for long sequences: at least this many tokens per rank
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class SearchResult:
     not_fitting: list[Result]
     evaluated: int
     skipped: dict[str, int] = field(default_factory=dict)
+    rules: str = ""
+    """`split_rules` of the search (why it may have found no split at all)."""
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -61,15 +67,31 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+def _domain(job: Job) -> int:
+    return job.system.scaleup.domain_gpus if job.system.scaleup is not None else job.system.gpus_per_node
+
+
+def split_rules(job: Job, fixed: Fixed) -> str:
+    """The rules `candidates` splits the GPUs by, in words (why no split may exist)."""
+    tp = (f"tp {fixed.tp}" if fixed.tp else
+          f"tp a power of two up to {min(job.gpus, _domain(job), MAX_TP)} (the scale-up domain)")
+    pp = f"pp {fixed.pp}" if fixed.pp else f"pp up to {min(job.args.layers, MAX_PP)} (the layers)"
+    cp = (f"cp {fixed.cp}" if fixed.cp else
+          f"cp a power of two up to {MAX_CP} leaving at least {CP_MIN_TOKENS:,} of the {job.seq_len:,} tokens per rank")
+    mb = (f"micro-batch {fixed.micro_batch}" if fixed.micro_batch else
+          f"a micro-batch of {', '.join(map(str, MICRO_BATCHES))}")
+    return (f"{job.gpus} GPUs = {tp} x {pp} x {cp} x data parallel, where data parallel x {mb} must divide the "
+            f"global batch {job.global_batch}")
+
+
 def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
-    """Every layout to try (not yet checked for divisibility)."""
+    """Every layout to try (not yet checked for divisibility): `split_rules` in words."""
     a = job.args
     g = job.gpus
-    domain = job.system.scaleup.domain_gpus if job.system.scaleup is not None else job.system.gpus_per_node
-    tps = [fixed.tp] if fixed.tp else [t for t in _pow2_upto(min(g, domain, 64)) if g % t == 0]
-    pps = [fixed.pp] if fixed.pp else [p for p in divisors(g) if p <= a.layers and p <= 64]
-    # context parallelism pays off for long sequences: at least 2048 tokens per rank
-    cps = [fixed.cp] if fixed.cp else [c for c in _pow2_upto(min(g, 16)) if g % c == 0 and (c == 1 or job.seq_len // c >= 2048)]
+    tps = [fixed.tp] if fixed.tp else [t for t in _pow2_upto(min(g, _domain(job), MAX_TP)) if g % t == 0]
+    pps = [fixed.pp] if fixed.pp else [p for p in divisors(g) if p <= a.layers and p <= MAX_PP]
+    cps = [fixed.cp] if fixed.cp else [c for c in _pow2_upto(min(g, MAX_CP)) if g % c == 0 and
+                                       (c == 1 or job.seq_len // c >= CP_MIN_TOKENS)]
     eps = [fixed.ep] if fixed.ep else ([e for e in _pow2_upto(min(g, a.experts)) if a.experts % e == 0]
                                         if a.experts else [1])
     mbs = [fixed.micro_batch] if fixed.micro_batch else list(MICRO_BATCHES)
@@ -161,7 +183,7 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
         (fits if r.fits else nofit).append(r)
     fits.sort(key=lambda r: r.step_s)
     nofit.sort(key=lambda r: r.peak_memory_bytes)
-    return SearchResult(fits[:top], nofit[:top], n, skipped)
+    return SearchResult(fits[:top], nofit[:top], n, skipped, split_rules(job, fixed))
 
 
 def _states_floor(ctx: Context, plan: Plan, total: float) -> float:
