@@ -179,6 +179,7 @@ def test_vectorised_running_loop_matches_the_plain_loop() -> None:
 @pytest.mark.parametrize("workload", [
     closed(40, 16, 300, 120),
     Workload(fixed_lengths(300, 120, 60), Poisson(20.0, seed=3)),
+    Workload(fixed_lengths(300, 120, 60), Poisson(1.0, seed=3)),  # runs going on past finishes, nothing waiting
     Workload(sample_lengths(RequestLengths(np.array([50, 900, 3000]), np.array([10, 200, 64])), 80, seed=1),
              Poisson(8.0, seed=5)),
 ])

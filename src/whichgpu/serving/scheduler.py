@@ -42,7 +42,8 @@ a constant rate, progress its expectation).
 
 Speed: a step whose running requests are all decoding, with nothing to admit, is followed by a run
 of identical-composition steps until the next finish, arrival or block shortage; such a run is
-advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`). Under
+advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`), and one
+that ends at a finish is followed by the next run of the requests left while nothing can join. Under
 speculative decoding too, when every request's k drafts fit the budget: request i gains
 (acc_i + j U) // Q - acc_i // Q tokens in j steps, so the run's contexts, block needs and finish
 are closed forms (the step-time function's ``spec_decode_run``).
@@ -207,7 +208,11 @@ class _Engine:
             self._step()
             if self.decode_runs:
                 self._arrive()
-                self._decode_run()
+                # a run that ends at a finish goes straight on with the requests left while nothing
+                # can join (what the next scheduled pure-decode step would do, a run further); one
+                # cut by an arrival or short of blocks goes back to the scheduler
+                while self._decode_run():
+                    self._arrive()
         times = RequestTimes(self.arrival, self.first, self.finish, self.prompt, self.target, self.preempts)
         return summarise(times, num_blocks=self.cfg.num_blocks, peak_blocks_used=self.peak, steps=self.steps,
                          seq_steps=self.seq_steps)
@@ -385,19 +390,19 @@ class _Engine:
                     self.sent += 1
 
     # -- runs of identical decode steps ------------------------------------------------------
-    def _decode_run(self) -> None:
-        """Advance at once the pure-decode steps before the next event, when nothing can join."""
+    def _decode_run(self) -> bool:
+        """Advance at once the pure-decode steps before the next event, when nothing can join;
+        whether the run ended at a finish (another run may go on with the requests left)."""
         cfg, running = self.cfg, self.running
         if not running or len(running) * (1 + self.k) > cfg.max_num_batched_tokens:
-            return
+            return False
         full = len(running) >= cfg.max_num_seqs
         if self.waiting and not (full or self.head_blocked):
-            return
+            return False
         if not self.all_decoding:
-            return
+            return False
         if self.k:
-            self._spec_run(full)
-            return
+            return self._spec_run(full)
         ids = np.array(running, np.int64)
         ctx = self.total[ids]  # step j feeds token ctx + j
         left = self.target[ids] - self.out[ids]
@@ -417,7 +422,7 @@ class _Engine:
         # then the most of those whose blocks fit (the same as fitting first: extra() only grows)
         fit = _most_steps_that_fit(k, extra, self.free)
         if fit == 0:
-            return
+            return False
         if fit != k:  # the bisection's last probe need not be the answer
             k = fit
             extra(k)
@@ -432,8 +437,10 @@ class _Engine:
         self.peak = max(self.peak, cfg.num_blocks - self.free)
         if k == first_finish:  # else no request reached its last token
             self._finish(ids[left == k])
+            return True
+        return False
 
-    def _spec_run(self, full: bool) -> None:
+    def _spec_run(self, full: bool) -> bool:
         """`_decode_run` under speculative decoding: each step verifies k drafts per request and
         request i gains p_i(j) = (acc_i + j U) // Q - acc_i // Q tokens in its first j steps."""
         cfg, k, Q = self.cfg, self.k, PROGRESS_UNIT
@@ -457,7 +464,7 @@ class _Engine:
 
         steps = _most_steps_that_fit(steps, extra, self.free)
         if steps == 0:
-            return
+            return False
         j = np.arange(steps, dtype=np.int64)
         p = (acc[None, :] + j[:, None] * U) // Q - base[None, :]  # (steps, n) tokens gained before step j
         sums = int(ctx.sum()) + p.sum(axis=1)
@@ -483,7 +490,9 @@ class _Engine:
         self.total[ids] += gain
         self.acc[ids] = acc + steps * U
         self.peak = max(self.peak, cfg.num_blocks - self.free)
-        self._finish(ids[to_finish == steps])
+        done = to_finish == steps
+        self._finish(ids[done])
+        return bool(done.any())
 
     def _decode_times(self, ctx: np.ndarray, k: int) -> np.ndarray:
         if self.decode_run is not None:
