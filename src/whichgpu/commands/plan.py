@@ -236,7 +236,7 @@ def _no_layout_reason(res: Any) -> str:
     if res.skipped:
         parts = ", ".join(f"{n} by {k}" for k, n in sorted(res.skipped.items()))
         return f"no valid split of the degrees ({parts} rejected)"
-    return f"no split of the degrees exists: {res.rules}" if res.rules else "no valid split of the degrees"
+    return str(res.no_split())
 
 
 def check_fixed(job: Any, fixed: Any) -> None:

@@ -214,8 +214,8 @@ def _none_text(last: tuple[Job, SearchResult] | None, first: int, upto: int) -> 
         why = res.not_fitting[0].reason
     elif "memory" in res.skipped:
         why = "the model states alone exceed the GPU's memory in every layout"
-    elif not res.skipped and res.rules:
-        why = f"no split of the degrees exists: {res.rules}"
+    elif not res.skipped:
+        why = res.no_split()
     else:
         why = "no valid split of the degrees"
     return f"no layout fits on {span} x {job.gpu.name} (at {job.gpus}: {why})"

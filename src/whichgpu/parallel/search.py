@@ -58,6 +58,10 @@ class SearchResult:
     rules: str = ""
     """`split_rules` of the search (why it may have found no split at all)."""
 
+    def no_split(self) -> str:
+        """Why nothing was evaluated when nothing was skipped either: the rules no split met."""
+        return f"no split of the degrees exists: {self.rules}" if self.rules else "no valid split of the degrees"
+
 
 def _pow2_upto(n: int) -> list[int]:
     out, d = [], 1

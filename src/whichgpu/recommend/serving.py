@@ -46,7 +46,6 @@ from whichgpu.recommend.prices import UserPrice, resolve_prices
 from whichgpu.serving.slo import held_concurrency, probe_requests
 
 TP_DEGREES = (1, 2, 4, 8)
-
 PROBE_REQUESTS = 400
 """Requests per SLO probe here (the serve command uses 1,000): the ranking compares many
 configurations; its top entries are worth re-checking with `whichgpu serve`."""
@@ -273,12 +272,12 @@ def _saturation(ask: ServingAsk, opt: ServingOption, ctx: Any) -> None:
 
 def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
     """Requests/s one replica (under DP attention: one attention group) cannot exceed. Every
-    request needs its prompt prefilled and `output_len` decode steps; a step holding P prefill tokens and D decoding requests takes at
-    least the longer of a prefill-only step of P tokens and a decode-only step of D requests, so the
-    rate is at most 1 / max(input_len x p, output_len x d), with p the least prefill time per token
-    (a full token budget) and d the least decode time per request: a decode step of C requests at
-    the prompt's context over C, C the most requests the replica holds and, with a TPOT target, the
-    most whose decode step alone stays within it."""
+    request needs its prompt prefilled and `output_len` decode steps; a step holding P prefill
+    tokens and D decoding requests takes at least the longer of a prefill-only step of P tokens and
+    a decode-only step of D requests, so the rate is at most 1 / max(input_len x p, output_len x d),
+    with p the least prefill time per token (a full token budget) and d the least decode time per
+    request: a decode step of C requests at the prompt's context over C, C the most requests the
+    replica holds and, with a TPOT target, the most whose decode step alone stays within it."""
     import numpy as np
 
     from whichgpu.serving.batch import StepBatch
