@@ -40,8 +40,10 @@ Not modelled: ``long_prefill_token_threshold`` (off by default), async schedulin
 scheduling, the max-model-len cap, and the drafter's proposals being data dependent (acceptance is
 a constant rate, progress its expectation).
 
-Speed: a step whose running requests are all decoding, with nothing to admit, is followed by a run
-of identical-composition steps until the next finish, arrival or block shortage; such a run is
+Speed: a step whose running requests are all decoding, with nothing to admit (nothing waiting, no
+room for another sequence, or a waiting head whose blocks do not fit beside the running requests'
+next tokens: the run's later steps only take more blocks), is followed by a run of
+identical-composition steps until the next finish, arrival or block shortage; such a run is
 advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`), and one
 that ends at a finish is followed by the next run of the requests left while nothing can join. Under
 speculative decoding too, when every request's k drafts fit the budget: request i gains
@@ -235,15 +237,10 @@ class _Engine:
         adm_ids: list[int] = []
         adm_new: list[int] = []
         if not preempted:
-            computed, total, blocks = self.computed, self.total, self.blocks
+            computed = self.computed
             while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
                 r = self.waiting[0]
-                cached = 0
-                if cfg.prefix_cache_hit_rate:  # whole blocks of the prompt, never its last token
-                    hit = min(int(cfg.prefix_cache_hit_rate * int(self.prompt[r])), int(total[r]) - 1)
-                    cached = hit // cfg.block_size * cfg.block_size
-                n_new = min(int(total[r]) - cached, budget)
-                need = blocks.one(cached + n_new)
+                cached, n_new, need = self._admission(r, budget)
                 if need > self.free:
                     self.head_blocked = True  # until blocks are freed (a finish)
                     break
@@ -263,6 +260,17 @@ class _Engine:
         if ids.size == 0:
             raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
         self._execute(ids, new, drafts)
+
+    def _admission(self, r: int, budget: int) -> tuple[int, int, int]:
+        """(tokens of request ``r``'s prompt found in the prefix cache, tokens it would compute
+        this step, KV blocks it would hold) were it admitted with ``budget`` tokens left."""
+        cfg, total = self.cfg, int(self.total[r])
+        cached = 0
+        if cfg.prefix_cache_hit_rate:  # whole blocks of the prompt, never its last token
+            hit = min(int(cfg.prefix_cache_hit_rate * int(self.prompt[r])), total - 1)
+            cached = hit // cfg.block_size * cfg.block_size
+        n_new = min(total - cached, budget)
+        return cached, n_new, self.blocks.one(cached + n_new)
 
     def _schedule_running(self, budget: int) -> tuple[np.ndarray, np.ndarray, int, bool, np.ndarray | None]:
         """(ids, new tokens, budget left, preempted?, draft tokens or None without speculation) of
@@ -397,21 +405,29 @@ class _Engine:
         if not running or len(running) * (1 + self.k) > cfg.max_num_batched_tokens:
             return False
         full = len(running) >= cfg.max_num_seqs
-        if self.waiting and not (full or self.head_blocked):
-            return False
         if not self.all_decoding:
             return False
         if self.k:
+            if self.waiting and not (full or self.head_blocked):
+                return False
             return self._spec_run(full)
         ids = np.array(running, np.int64)
         ctx = self.total[ids]  # step j feeds token ctx + j
+        held_sum = int(self.held[ids].sum())
+        if self.waiting and not (full or self.head_blocked):
+            # the waiting head may join the next step unless the blocks left after the running
+            # requests' share of it fall short; the run's steps only take more, so then it waits
+            # for a finish all run long (as after a preemption, which skips admission for a step)
+            budget = cfg.max_num_batched_tokens - len(running)
+            first = int(self.blocks.many(ctx).sum()) - held_sum
+            if budget > 0 and (first > self.free or self._admission(self.waiting[0], budget)[2] <= self.free - first):
+                return False
         left = self.target[ids] - self.out[ids]
         first_finish = k = int(left.min())  # up to and including the next finish
         cum = (self._decode_times(ctx, k) + cfg.cpu_overhead_s).cumsum()
         if not self.waiting and not full and self.next_arrival < self.sent:
             # stop after the step during which the next request arrives: it joins the next step
             k = min(k, int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1)
-        held_sum = int(self.held[ids].sum())
         last: list[tuple[np.ndarray, int]] = []  # the blocks held after extra()'s last steps, and their sum
 
         def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
