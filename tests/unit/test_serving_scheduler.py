@@ -176,6 +176,21 @@ def test_vectorised_running_loop_matches_the_plain_loop() -> None:
         assert (n, got_new.tolist(), got_need.tolist(), cut) == ref
 
 
+@pytest.mark.parametrize("groups", [BlockGroups(16), BlockGroups(4, 3), BlockGroups(1)])
+def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups: BlockGroups) -> None:
+    blocks = _Blocks(SchedulerConfig(num_blocks=1, block_size=groups.block_size, groups=groups))
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        ctx = rng.integers(1, 300, int(rng.integers(1, 40)))
+        held = int(blocks.many(ctx).sum())
+        added = blocks.added_by_steps(ctx, held)
+        assert added is not None
+        for s in range(1, 70):
+            assert added(s) == int(blocks.many(ctx + s - 1).sum()) - held
+    sliding = _Blocks(SchedulerConfig(num_blocks=1, groups=BlockGroups(16, 1, 1, 4)))
+    assert sliding.added_by_steps(np.array([5]), 1) is None  # the window's cap: counted step by step
+
+
 @pytest.mark.parametrize("workload", [
     closed(40, 16, 300, 120),
     Workload(fixed_lengths(300, 120, 60), Poisson(20.0, seed=3)),

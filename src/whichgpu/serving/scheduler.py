@@ -127,11 +127,33 @@ class _Blocks:
         self.bs, self.fg, self.sg, self.cap = g.block_size, g.full_groups, g.sliding_groups, g.sliding_blocks
 
     def one(self, n: int) -> int:
-        b = -(-n // self.bs)
+        b = (n + self.bs - 1) // self.bs
         return self.fg * b + self.sg * min(b, self.cap)
 
+    def added_by_steps(self, ctx: np.ndarray, held_sum: int) -> Callable[[int], int] | None:
+        """Blocks that s decode steps of requests with contexts ``ctx`` (step j feeds token ctx + j)
+        hold beyond ``held_sum``, as a function of s >= 1 costing O(1) a call: with x = ctx - 1 =
+        q bs + r and s = a bs + b, request i holds q_i + a + [r_i + b >= 1] + [r_i + b > bs] blocks
+        of each full group. None with sliding-window groups (their cap breaks the closed form)."""
+        if self.sg:
+            return None
+        bs, fg, n = self.bs, self.fg, int(ctx.size)
+        x = ctx - 1
+        r = x % bs
+        base = int(((x - r) // bs).sum())
+        hist = np.bincount(r, minlength=bs)
+        at_least = np.zeros(bs + 2, np.int64)  # at_least[t] = #{r_i >= t}
+        at_least[:bs] = hist[::-1].cumsum()[::-1]
+        zero = int(hist[0])
+        ge = at_least.tolist()
+
+        def added(s: int) -> int:
+            a, b = divmod(s, bs)
+            return fg * (base + n * a + n - (zero if b == 0 else 0) + (ge[bs + 1 - b] if b >= 2 else 0)) - held_sum
+        return added
+
     def many(self, n: np.ndarray) -> np.ndarray:
-        b: np.ndarray = -(-n // self.bs)
+        b: np.ndarray = (n + (self.bs - 1)) // self.bs
         if self.sg:
             b = self.fg * b + self.sg * np.minimum(b, self.cap)
         elif self.fg != 1:
@@ -335,7 +357,7 @@ class _Engine:
         ctx_after = ctx_before + new
         sampled = ctx_after == total[ids]  # whole context computed: one token sampled
         decode = sampled & (new == 1) & (self.out[ids] > 0)
-        all_decode = bool(decode.all())
+        all_decode = np.count_nonzero(decode) == decode.size
         dec_drafts = None if drafts is None else drafts[decode]
         if all_decode:
             batch = StepBatch.decode_only(ctx_after, dec_drafts)
@@ -436,7 +458,11 @@ class _Engine:
             return last[0][1] - held_sum
 
         # then the most of those whose blocks fit (the same as fitting first: extra() only grows)
-        fit = _most_steps_that_fit(k, extra, self.free)
+        if extra(k) <= self.free:
+            fit = k
+        else:
+            counted = self.blocks.added_by_steps(ctx, held_sum)
+            fit = _most_steps_that_fit(k, extra if counted is None else counted, self.free)
         if fit == 0:
             return False
         if fit != k:  # the bisection's last probe need not be the answer
