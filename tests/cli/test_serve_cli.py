@@ -215,6 +215,26 @@ def test_bad_names_and_lengths_exit_2() -> None:
     assert res.exit_code == 2 and "--input-len" in res.stderr
 
 
+def test_requests_beyond_the_context_window_exit_2(tmp_path: Path) -> None:
+    # llama-3.1-8b: max_position_embeddings 131,072; the engines refuse longer requests
+    res = invoke("serve", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-len", "131000",
+                 "--output-len", "100")
+    err = res.stderr.strip()
+    assert res.exit_code == 2 and "--input-len" in err and "131,100 tokens" in err and "131,072" in err, err
+    assert "\n" not in err
+    f = tmp_path / "lengths.csv"
+    f.write_text("input_len,output_len\n100,20\n200000,10\n")
+    res = invoke("serve", "llama-3.1-8b", "--gpu", "h100", "--lengths", str(f), "--concurrency", "4")
+    assert res.exit_code == 2 and "--lengths" in res.stderr and "200,010 tokens" in res.stderr, res.stderr
+    res = invoke("recommend", "llama-3-8b", "--rate", "1", "--input-len", "8000",
+                 "--output-len", "500", "--slo-ttft-ms", "1000", "--rent")
+    assert res.exit_code == 2 and "8,500 tokens" in res.stderr and "8,192" in res.stderr, res.stderr
+    # at the window exactly: served
+    ok = invoke("serve", "llama-3-8b", "--gpu", "h100", "--concurrency", "1", "--input-len", "8000",
+                "--output-len", "192", "--requests", "2")
+    assert ok.exit_code == 0, ok.output
+
+
 def test_answer_spread_with_a_lengths_file_exit_2(tmp_path: Path) -> None:
     f = tmp_path / "lengths.csv"
     f.write_text("input_len,output_len\n100,20\n")

@@ -154,7 +154,7 @@ def serve_run(
     from whichgpu.recommend.prices import catalog_prices
     from whichgpu.report.serve import ServeReport
     from whichgpu.serving.kv import vllm_batch_defaults
-    from whichgpu.serving.model import Setup, build
+    from whichgpu.serving.model import Setup, build, check_request_tokens
     from whichgpu.serving.slo import (
         PERCENTILES,
         Slo,
@@ -205,6 +205,7 @@ def serve_run(
                          f"{attention_dp} attention groups", field="concurrency")
     gpus_per_replica = max(tp, ep) * pp
     max_seq_len = int((pool.input_len + pool.output_len).max())
+    check_request_tokens(sm.model_id, sm.args, max_seq_len, "lengths" if lengths else "input_len")
     cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
                       max_num_batched_tokens=mbt, max_num_seqs=mns)
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,

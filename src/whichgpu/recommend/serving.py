@@ -311,10 +311,13 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
                       today: dt.date | None = None) -> ServingRecommendation:
     """The ranking of the module docstring over `gpus` (each in its default system)."""
     from whichgpu.parallel.models import planner_model
+    from whichgpu.serving.model import check_request_tokens
 
     ask.validate()
     today = today or dt.date.today()
-    experts = planner_model(ask.model)[1].experts
+    model_id, args, _ = planner_model(ask.model)
+    check_request_tokens(model_id, args, ask.input_len + ask.output_len)
+    experts = args.experts
     built: list[tuple[ServingOption, Any, float]] = []
     others: list[ServingOption] = []
     for g in gpus:

@@ -186,6 +186,16 @@ class ServingModel:
         return simulate_pipeline(workload, step_time, config, self.setup.pp)
 
 
+def check_request_tokens(model_id: str, a: DecoderArgs, tokens: int, field: str = "input_len") -> None:
+    """Refuse requests longer than the model's context window (InputError on ``field``): the
+    engines cap a request at max_model_len, which defaults to the model's max_position_embeddings,
+    and refuse a longer one instead of serving it."""
+    if tokens > a.max_positions:
+        raise InputError(f"requests of up to {tokens:,} tokens (prompt + answer) exceed the {a.max_positions:,}-token "
+                         f"context window of {model_id} (max_position_embeddings, the engines' default max_model_len)",
+                         field=field)
+
+
 def _layer_weight_bytes(a: DecoderArgs, i: int, w: float, tp: int, ep: int, attn_tp: int | None = None) -> float:
     """One layer's weights on one GPU; ``attn_tp``: the GPUs the attention weights split over (DP
     attention: tp / attention_dp, each group holding its own copy; None: tp)."""
