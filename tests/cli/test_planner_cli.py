@@ -44,6 +44,10 @@ def test_fixed_degrees_are_kept() -> None:
     (("--grad-dtype", "fp64"), "bf16"),
     (("--grad-dtype", "fp16"), "--precision fp16"),
     (("--fp8-params",), "--precision fp8"),
+    (("--schedule", "zb-v", "--pp", "1"), "--pp 1 has one stage"),  # a pipeline schedule without a pipeline
+    (("--schedule", "zb-v", "--vp", "3"), "--vp must be 2"),
+    (("--schedule", "interleaved-1f1b", "--vp", "1"), "two virtual stages"),
+    (("--schedule", "zb-h1", "--vp", "2"), "not zb-h1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(extra: tuple[str, ...], text: str) -> None:
     res = invoke("plan", *ARGS, *extra)

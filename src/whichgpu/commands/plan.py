@@ -257,6 +257,19 @@ def check_fixed(job: Any, fixed: Any) -> None:
                          field="pp")
     if fixed.vp and fixed.vp > 1 and fixed.pp == 1:
         raise InputError(f"vp {fixed.vp} virtual stages need pipeline parallelism (pp >= 2)", field="vp")
+    if fixed.schedule not in (None, "1f1b") and (fixed.pp == 1 or job.gpus == 1):
+        why = "--pp 1" if fixed.pp == 1 else "one GPU"
+        raise InputError(f"the {fixed.schedule} schedule pipelines stages over GPUs and {why} has one stage: give "
+                         "--pp 2 or more, or --schedule 1f1b (no pipeline)", field="schedule")
+    if fixed.schedule == "zb-v" and fixed.vp not in (None, 2):
+        raise InputError(f"zb-v runs two virtual stages per GPU (the V shape): --vp must be 2, got {fixed.vp}",
+                         field="vp")
+    if fixed.vp and fixed.vp > 1 and fixed.schedule in ("1f1b", "gpipe", "zb-h1"):
+        raise InputError(f"--vp {fixed.vp} virtual stages run under --schedule interleaved-1f1b (or zb-v at vp 2), not "
+                         f"{fixed.schedule}", field="vp")
+    if fixed.schedule == "interleaved-1f1b" and fixed.vp == 1:
+        raise InputError("interleaved-1f1b needs at least two virtual stages per GPU: give --vp 2 or more, or "
+                         "--schedule 1f1b", field="vp")
     if fixed.ep and fixed.ep > 1 and not a.experts:
         raise InputError(f"expert parallelism needs a mixture-of-experts model; {job.model_id} is dense", field="ep")
     if fixed.ep and a.experts and a.experts % fixed.ep:
