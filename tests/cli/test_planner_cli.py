@@ -48,6 +48,7 @@ def test_fixed_degrees_are_kept() -> None:
     (("--schedule", "zb-v", "--vp", "3"), "--vp must be 2"),
     (("--schedule", "interleaved-1f1b", "--vp", "1"), "two virtual stages"),
     (("--schedule", "zb-h1", "--vp", "2"), "not zb-h1"),
+    (("--seq-len", "8193"), "max_position_embeddings 8192"),  # beyond llama-3-8b's window, as estimate refuses
 ])
 def test_bad_input_is_one_line_and_exit_2(extra: tuple[str, ...], text: str) -> None:
     res = invoke("plan", *ARGS, *extra)

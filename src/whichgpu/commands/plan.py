@@ -242,6 +242,9 @@ def _no_layout_reason(res: Any) -> str:
 def check_fixed(job: Any, fixed: Any) -> None:
     """Degrees the user gave must be possible on their own: one-line errors (exit 2)."""
     a = job.args
+    if job.seq_len > a.max_positions:  # as estimate, fit and recommend refuse it (and plan's --export did)
+        raise InputError(f"sequence length {job.seq_len} exceeds the model's max_position_embeddings {a.max_positions} "
+                         "(for a context extension, give a config.json with the longer window)", field="seq_len")
     prod = 1
     for name in ("tp", "pp", "cp"):
         v = getattr(fixed, name)
