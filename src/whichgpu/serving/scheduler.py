@@ -436,12 +436,19 @@ class _Engine:
         ids = np.array(running, np.int64)
         ctx = self.total[ids]  # step j feeds token ctx + j
         held_sum = int(self.held[ids].sum())
+        last: list[tuple[np.ndarray, int]] = []  # the blocks held after extra()'s last steps, and their sum
+
+        def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
+            held_after = self.blocks.many(ctx + steps - 1)
+            last[:] = [(held_after, int(held_after.sum()))]
+            return last[0][1] - held_sum
+
         if self.waiting and not (full or self.head_blocked):
             # the waiting head may join the next step unless the blocks left after the running
             # requests' share of it fall short; the run's steps only take more, so then it waits
             # for a finish all run long (as after a preemption, which skips admission for a step)
             budget = cfg.max_num_batched_tokens - len(running)
-            first = int(self.blocks.many(ctx).sum()) - held_sum
+            first = extra(1)
             if budget > 0 and (first > self.free or self._admission(self.waiting[0], budget)[2] <= self.free - first):
                 return False
         left = self.target[ids] - self.out[ids]
@@ -450,13 +457,6 @@ class _Engine:
         if not self.waiting and not full and self.next_arrival < self.sent:
             # stop after the step during which the next request arrives: it joins the next step
             k = min(k, int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1)
-        last: list[tuple[np.ndarray, int]] = []  # the blocks held after extra()'s last steps, and their sum
-
-        def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
-            held_after = self.blocks.many(ctx + steps - 1)
-            last[:] = [(held_after, int(held_after.sum()))]
-            return last[0][1] - held_sum
-
         # then the most of those whose blocks fit (the same as fitting first: extra() only grows)
         if extra(k) <= self.free:
             fit = k
