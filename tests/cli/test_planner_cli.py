@@ -32,6 +32,20 @@ def test_fixed_degrees_are_kept() -> None:
     assert all((p["tp"], p["pp"], p["schedule"]) == (2, 2, "zb-h1") for p in doc["plans"])
 
 
+def test_virtual_stages_may_count_the_embedding_and_loss_as_layers(tmp_path: Path) -> None:
+    # Llama-3.1-405B as NeMo runs it: 126 layers + the embedding + the loss over pp 16 x vp 8 stages
+    args = ("llama-3-405b", "--gpu", "h100-sxm5-80gb", "--gpus", "128", "--global-batch", "16", "--seq-len", "8192",
+            "--tp", "8", "--pp", "16", "--vp", "8", "--top", "1")
+    doc = invoke_json("plan", "whichgpu.plan/1", *args)
+    assert [(p["pp"], p["vp"]) for p in doc["plans"]] == [(16, 8)]
+    out = tmp_path / "megatron.sh"
+    res = invoke("plan", *args, "--export", "megatron", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "--account-for-embedding-in-pipeline-split" in out.read_text()
+    bad = invoke("plan", *args[:-6], "--pp", "16", "--vp", "16")  # 256 stages for 128
+    assert bad.exit_code == 2 and "exceed the 126 layers" in bad.output
+
+
 @pytest.mark.parametrize(("extra", "text"), [
     (("--tp", "3"), "--gpus"),
     (("--tp", "4", "--pp", "1", "--cp", "1", "--micro-batch", "3"), "not divisible"),

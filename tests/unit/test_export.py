@@ -4,6 +4,7 @@ the documented names below), and what a format cannot express is a one-line Inpu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -44,6 +45,7 @@ MEGATRON_NAMES = {
     "--tokenizer-model", "--vocab-size", "--data-path", "--split", "--save", "--save-interval", "--log-interval",
     "--grad-reduce-in-bf16", "--fp8-param-gather", "--accumulate-allreduce-grads-in-fp32",
     "--expert-tensor-parallel-size",  # Megatron-core MoE parallel folding (arguments.py, 2024 onwards)
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",  # validate_args counts
 }
 # Flags that take no value (action='store_true' / 'store_false' in the same file).
 MEGATRON_SWITCHES = {
@@ -52,6 +54,7 @@ MEGATRON_SWITCHES = {
     "--disable-bias-linear", "--add-qkv-bias", "--qk-layernorm", "--untie-embeddings-and-output-weights",
     "--multi-latent-attention", "--moe-grouped-gemm", "--moe-router-enable-expert-bias", "--bf16", "--fp16",
     "--grad-reduce-in-bf16", "--fp8-param-gather", "--accumulate-allreduce-grads-in-fp32",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
 }
 # torchtitan's TOML job-config keys the export writes, read from pytorch/torchtitan
 # torchtitan/config/job_config.py (commit 000204a4a8bf3d0f31adc44fc29855fbb6ea13d8: classes Job,
@@ -98,6 +101,21 @@ JOBS = {
                                                     recompute="full", precision="amp-bf16")),
 }
 DEEPSPEED_REFUSES = {"llama-3-70b tp8 pp4 vp5 sp"}  # interleaved virtual stages
+
+
+def test_megatron_counts_the_embedding_and_loss_where_the_split_needs_them() -> None:
+    # Llama-3.1-405B as NeMo runs it: 126 layers + the embedding + the loss over 16 x 8 virtual stages
+    plan = Plan(tp=8, pp=16, vp=8, dp=1, schedule="interleaved-1f1b", sequence_parallel=True, micro_batch=1,
+                grad_accum=16, sharding="ddp", recompute="none", precision="bf16")
+    flags = _megatron_flags(_torchrun_split(_command(export("megatron", _job("llama-3.1-405b", plan))),
+                                            "pretrain_gpt.py")[1])
+    assert flags["--account-for-embedding-in-pipeline-split"] is True
+    assert flags["--account-for-loss-in-pipeline-split"] is True
+    even = _megatron_flags(_torchrun_split(_command(export("megatron", JOBS["llama-3-70b tp8 pp4 vp5 sp"])),
+                                           "pretrain_gpt.py")[1])
+    assert "--account-for-embedding-in-pipeline-split" not in even  # 80 layers over 4 x 5: even without them
+    with pytest.raises(InputError, match="do not divide the 126 layers"):  # 126 + 2 over 12 stages: neither
+        export("megatron", _job("llama-3.1-405b", dataclasses.replace(plan, pp=4, vp=3, dp=4)))
 
 
 # ---- parsing the outputs back ----------------------------------------------------------------

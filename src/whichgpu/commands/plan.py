@@ -255,7 +255,9 @@ def check_fixed(job: Any, fixed: Any) -> None:
     if fixed.tp and a.heads % fixed.tp:
         raise InputError(f"tensor parallelism {fixed.tp} does not divide the {a.heads} attention heads of "
                          f"{job.model_id}", field="tp")
-    if fixed.pp and fixed.pp * (fixed.vp or 1) > a.layers:
+    stages = (fixed.pp or 1) * (fixed.vp or 1)
+    if fixed.pp and (stages > a.layers + 2 or (stages > a.layers and (a.layers + 2) % stages)):
+        # up to layers + 2 when the embedding and the loss each count as a layer (planner.check_layout)
         raise InputError(f"pp {fixed.pp} x vp {fixed.vp or 1} stages exceed the {a.layers} layers of {job.model_id}",
                          field="pp")
     if fixed.vp and fixed.vp > 1 and fixed.pp == 1:

@@ -215,8 +215,14 @@ def _megatron(job: ExportJob) -> str:
     if a.family != "gpt2":
         notes.append("--rotary-base is not among the model facts: Megatron's default 10000 applies; add the "
                      "config's rope_theta (Llama-3: 500000)")
+    uneven = False
     if p.pp > 1:
-        _pp_layers(job)
+        stages = p.pp * p.vp
+        # the planner's split (planner.split_layers): even, or even once the embedding and the loss
+        # count as a layer each, which Megatron's two account-for flags say
+        uneven = bool(a.layers % stages) and (a.layers + 2) % stages == 0
+        if not uneven:
+            _pp_layers(job)
     if p.cp > 1 and job.seq_len % (2 * p.cp):
         raise InputError(f"Megatron needs seq_len a multiple of 2 x cp = {2 * p.cp}, got {job.seq_len}", field="seq_len")
     if p.tp_comm_overlap and not p.sequence_parallel:
@@ -230,6 +236,8 @@ def _megatron(job: ExportJob) -> str:
         par += ["--expert-tensor-parallel-size", str(p.expert_tp)]  # Megatron's default is tp; said either way
     if p.vp > 1:
         par += ["--num-virtual-stages-per-pipeline-rank", str(p.vp)]
+    if uneven:
+        par += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
     if p.sequence_parallel:
         par += ["--sequence-parallel"]
     if p.tp_comm_overlap:

@@ -149,8 +149,8 @@ def _schedules(fixed: Fixed, pp: int, m: int, layers: int) -> Iterator[tuple[str
             # (Llama-3.1-405B's 126 layers over pp 16 x vp 8, as NeMo runs it; planner.split_layers)
             vps = [fixed.vp] if fixed.vp else [v for v in range(2, 9)
                                                if layers % (pp * v) == 0 or (layers + 2) % (pp * v) == 0]
-            for v in vps:
-                if v >= 2 and pp * v <= layers:
+            for v in vps:  # the embedding and the loss may take a stage's place each (split_layers)
+                if v >= 2 and (pp * v <= layers or (pp * v <= layers + 2 and (layers + 2) % (pp * v) == 0)):
                     yield s, v
         elif s == "zb-v":
             if (fixed.vp in (None, 2)) and 2 * pp <= layers:
