@@ -32,6 +32,19 @@ def test_fixed_degrees_are_kept() -> None:
     assert all((p["tp"], p["pp"], p["schedule"]) == (2, 2, "zb-h1") for p in doc["plans"])
 
 
+def test_export_launches_whole_nodes_of_equal_size(tmp_path: Path) -> None:
+    from whichgpu.commands.plan import launch_gpus_per_node
+
+    # every node runs as many processes, each tensor-parallel group inside one node
+    assert [launch_gpus_per_node(12, 8, tp) for tp in (1, 2, 4)] == [6, 6, 4]
+    assert (launch_gpus_per_node(16, 8, 8), launch_gpus_per_node(4, 8, 4), launch_gpus_per_node(10, 8, 1)) == (8, 4, 5)
+    out = tmp_path / "run.sh"  # 12 GPUs of 8-GPU nodes: was "nodes 1 x gpus_per_node 8 = 8 GPUs" and exit 2
+    res = invoke("plan", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "12", "--global-batch", "24", "--seq-len",
+                 "4096", "--tp", "4", "--top", "1", "--export", "torchrun", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "torchrun --nnodes 3 --nproc-per-node 4 " in out.read_text()
+
+
 def test_virtual_stages_may_count_the_embedding_and_loss_as_layers(tmp_path: Path) -> None:
     # Llama-3.1-405B as NeMo runs it: 126 layers + the embedding + the loss over pp 16 x vp 8 stages
     args = ("llama-3-405b", "--gpu", "h100-sxm5-80gb", "--gpus", "128", "--global-batch", "16", "--seq-len", "8192",

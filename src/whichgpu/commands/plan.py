@@ -109,7 +109,7 @@ def plan_cmd(
         from whichgpu.parallel.export import export as do_export
 
         best = res.best[0].plan
-        per_node = min(sys_.gpus_per_node, gpus)
+        per_node = launch_gpus_per_node(gpus, sys_.gpus_per_node, best.tp)
         text = do_export(export, ExportJob(job.model_id, job.args, best.with_(precision=precision), job.global_batch,
                                            job.seq_len, per_node, max(1, gpus // per_node), grad_dtype=grad_dtype,
                                            fp8_params=fp8_params))
@@ -120,6 +120,14 @@ def plan_cmd(
     no = plan_no_answer(run)
     if no is not None:
         raise NoAnswerError(no)
+
+
+def launch_gpus_per_node(gpus: int, node_gpus: int, tp: int) -> int:
+    """Processes per node for the launch: every node runs as many (torchrun's --nproc-per-node),
+    so the most that divides the GPU count, fits a node and keeps each tensor-parallel group inside
+    one node (consecutive ranks); 12 GPUs of 8-GPU nodes at tp 4 launch as 3 nodes x 4."""
+    fits = [n for n in range(min(gpus, node_gpus), 0, -1) if gpus % n == 0]
+    return next((n for n in fits if n % tp == 0), fits[0])
 
 
 @dataclass(frozen=True)
