@@ -249,6 +249,8 @@ def _no_layout_reason(res: Any) -> str:
 
 def check_fixed(job: Any, fixed: Any) -> None:
     """Degrees the user gave must be possible on their own: one-line errors (exit 2)."""
+    from whichgpu.parallel.planner import stages_fit
+
     a = job.args
     if job.seq_len > a.max_positions:  # as estimate, fit and recommend refuse it (and plan's --export did)
         raise InputError(f"sequence length {job.seq_len} exceeds the model's max_position_embeddings {a.max_positions} "
@@ -263,9 +265,7 @@ def check_fixed(job: Any, fixed: Any) -> None:
     if fixed.tp and a.heads % fixed.tp:
         raise InputError(f"tensor parallelism {fixed.tp} does not divide the {a.heads} attention heads of "
                          f"{job.model_id}", field="tp")
-    stages = (fixed.pp or 1) * (fixed.vp or 1)
-    if fixed.pp and (stages > a.layers + 2 or (stages > a.layers and (a.layers + 2) % stages)):
-        # up to layers + 2 when the embedding and the loss each count as a layer (planner.check_layout)
+    if fixed.pp and not stages_fit(a.layers, fixed.pp * (fixed.vp or 1)):
         raise InputError(f"pp {fixed.pp} x vp {fixed.vp or 1} stages exceed the {a.layers} layers of {job.model_id}",
                          field="pp")
     if fixed.vp and fixed.vp > 1 and fixed.pp == 1:

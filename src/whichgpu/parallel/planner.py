@@ -170,7 +170,7 @@ def check_layout(job: Job, plan: Plan) -> None:
             raise InputError(f"expert tensor parallelism {etp} below tp {plan.tp} needs sequence parallelism "
                              "(the experts take each rank's share of the sequence)", field="etp")
     stages = plan.pp * plan.vp
-    if stages > a.layers + 2 or (stages > a.layers and (a.layers + 2) % stages):
+    if not stages_fit(a.layers, stages):
         raise InputError(f"pp {plan.pp} x vp {plan.vp} = {plan.pp * plan.vp} stages for {a.layers} layers: "
                          "each virtual stage needs at least one layer", field="pp")
     if plan.cp > 1 and job.seq_len % (2 * plan.cp):
@@ -212,6 +212,13 @@ def _valid(n: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # evaluation
 # ---------------------------------------------------------------------------------------------
+
+def stages_fit(layers: int, stages: int) -> bool:
+    """Whether ``stages`` (virtual) pipeline stages can each hold a layer's place: at most the
+    layers, or the layers + 2 split evenly once the embedding and the loss count as a layer each
+    (`split_layers`)."""
+    return stages <= layers or (stages <= layers + 2 and (layers + 2) % stages == 0)
+
 
 def split_layers(layers: int, stages: int) -> list[int]:
     """Layers per virtual stage: as even as possible, the remainder to the middle stages (the

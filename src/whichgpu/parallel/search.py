@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from whichgpu.errors import InputError
 from whichgpu.memory.states import shard_factors
 from whichgpu.parallel.plan import Plan
-from whichgpu.parallel.planner import Context, Job, Result, check_layout, divisors, evaluate
+from whichgpu.parallel.planner import (
+    Context,
+    Job,
+    Result,
+    check_layout,
+    divisors,
+    evaluate,
+    stages_fit,
+)
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)
 # GPipe is not searched unless asked: it has 1F1B's bubble and holds every micro-batch's activations
@@ -149,8 +157,8 @@ def _schedules(fixed: Fixed, pp: int, m: int, layers: int) -> Iterator[tuple[str
             # (Llama-3.1-405B's 126 layers over pp 16 x vp 8, as NeMo runs it; planner.split_layers)
             vps = [fixed.vp] if fixed.vp else [v for v in range(2, 9)
                                                if layers % (pp * v) == 0 or (layers + 2) % (pp * v) == 0]
-            for v in vps:  # the embedding and the loss may take a stage's place each (split_layers)
-                if v >= 2 and (pp * v <= layers or (pp * v <= layers + 2 and (layers + 2) % (pp * v) == 0)):
+            for v in vps:
+                if v >= 2 and stages_fit(layers, pp * v):
                     yield s, v
         elif s == "zb-v":
             if (fixed.vp in (None, 2)) and 2 * pp <= layers:
