@@ -123,6 +123,40 @@ def test_preemption_when_blocks_are_scarce_and_everyone_still_finishes() -> None
     assert roomy.preemptions == 0 and roomy.e2e.mean < r.e2e.mean
 
 
+def test_no_evict_reserves_whole_requests_and_never_preempts() -> None:
+    # the case above under TensorRT-LLM's GUARANTEED_NO_EVICT: each request of 64 + 200 tokens holds
+    # ceil(263 / 16) = 17 blocks at its last step, so 40 blocks admit two at a time (34 <= 40, 51 > 40)
+    cfg = SchedulerConfig(num_blocks=40, max_num_seqs=16, no_evict=True)
+    rec = Recorder()
+    r = simulate(closed(6, 6, 64, 200), rec, cfg)
+    assert r.preemptions == 0
+    assert max(b.num_seqs for b in rec.batches) == 2
+    assert r.peak_blocks_used <= 34
+    assert (r.requests.output_tokens == 200).all()
+    # no recomputation: every prefill chunk is a 64-token prompt
+    assert max(int(b.prefill_tokens.max(initial=0)) for b in rec.batches) == 64
+    # the others queue: the third and later requests wait for a pair to finish
+    order = np.sort(r.requests.ttft_s)
+    assert order[2] > r.requests.e2e_s.min()
+    # with room for everyone both policies run the same schedule
+    roomy = SchedulerConfig(num_blocks=1000, max_num_seqs=16)
+    a, b = simulate(closed(6, 6, 64, 200), STEP, roomy), simulate(closed(6, 6, 64, 200), STEP,
+                                                                  SchedulerConfig(num_blocks=1000, max_num_seqs=16,
+                                                                                  no_evict=True))
+    np.testing.assert_allclose(a.requests.finish_s, b.requests.finish_s, rtol=1e-12)
+
+
+def test_no_evict_admits_on_the_reservation_not_on_the_free_blocks() -> None:
+    # block_size 4, 12 blocks, requests of 8 + 20 tokens (7 blocks at the end): under preemption
+    # both start at once (2 blocks each), under no_evict the second waits for the first to finish
+    base = SchedulerConfig(num_blocks=12, block_size=4)
+    keep = SchedulerConfig(num_blocks=12, block_size=4, no_evict=True)
+    pre, ne = simulate(closed(2, 2, 8, 20), STEP, base), simulate(closed(2, 2, 8, 20), STEP, keep)
+    assert pre.requests.first_token_s[1] < pre.requests.finish_s[0]
+    assert ne.preemptions == 0
+    assert ne.requests.first_token_s[1] > ne.requests.finish_s[0]
+
+
 def test_the_most_recently_admitted_request_is_preempted_first() -> None:
     # block_size 4, 12 blocks: two requests of 8 + 20 tokens each end needing 7 blocks (27 tokens)
     cfg = SchedulerConfig(num_blocks=12, block_size=4)
@@ -202,6 +236,7 @@ def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups:
     SchedulerConfig(num_blocks=100_000, max_num_seqs=8, max_num_batched_tokens=512),
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefix_cache_hit_rate=0.3),
     SchedulerConfig(num_blocks=500, groups=BlockGroups(16, 1, 2, 5), cpu_overhead_s=1e-3),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, no_evict=True),
 ])
 def test_decode_runs_change_nothing(workload: Workload, cfg: SchedulerConfig) -> None:
     fast = simulate(workload, STEP, cfg)

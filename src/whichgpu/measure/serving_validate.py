@@ -89,13 +89,23 @@ def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> RequestLengths:
 
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}
+KV_FP8_ENGINES = ("tensorrt-llm", "vllm")
+"""Engines whose default KV-cache dtype follows an FP8/NVFP4 checkpoint's: NVIDIA ModelOpt exports
+declare ``kv_cache_quant_algo: FP8`` (NVIDIA/Model-Optimizer PR #557), which TensorRT-LLM applies
+("quantization settings are detected from the checkpoint", its quantization docs) and vLLM too since
+PR #29980 (2025-12, ``--kv-cache-dtype auto``). SGLang's ``auto`` is the model's dtype."""
 ASSUMPTIONS = {
     "workload": "closed loop at the row's concurrency, fixed isl, answers spread 10 % around osl (aiperf's "
                 "--osl-stddev; keeps the clients out of phase), 10 x concurrency requests, the first wave sent together",
     "engine": "AIConfigurator's benchmark knobs: max_num_seqs = the row's batch size, a step budget of batch size + "
               "isl + 1500 tokens, chunked prefill mixed with decode; 90 % of GPU memory; the engine's profile (vllm, "
-              "sglang = vLLM's kernels with its own request overhead, tensorrt-llm)",
-    "precision": "weights in the row's precision (blank: BF16); KV cache 16-bit unless kv_precision says FP8",
+              "sglang = vLLM's kernels with its own request overhead, tensorrt-llm); vllm and sglang admit on the next "
+              "chunk's KV blocks and preempt, tensorrt-llm reserves each request's whole prompt and answer "
+              "(GUARANTEED_NO_EVICT, its default) and never preempts",
+    "precision": "weights in the row's precision (blank: BF16); KV cache FP8 where kv_precision says so or, on "
+                 "tensorrt-llm and vllm, with FP8/FP4 weights (the engines take an FP8 KV cache from ModelOpt "
+                 "checkpoints; at 1k + 8k tokens the rows' TTFTs need it: Llama-3.1-70B FP8 on one H200 measures "
+                 "449 ms at 32 requests, which reserve 295k tokens where a 16-bit cache holds 185k), else 16-bit",
     "metric": "mean TTFT and mean TPOT (the source does not say mean or median); one score per measurement_group",
 }
 
@@ -159,13 +169,21 @@ def layout(r: dict[str, str]) -> tuple[int, int, int]:
     return tp, ep, 1
 
 
+def row_kv_dtype(r: dict[str, str], engine: str) -> str:
+    """The KV-cache dtype a row is simulated with (`ASSUMPTIONS` "precision"): "fp8" where its
+    kv_precision says so or where ``engine`` takes an FP8 cache from FP8/FP4 weights
+    (`KV_FP8_ENGINES`), else "auto" (16-bit)."""
+    quantised = engine in KV_FP8_ENGINES and PRECISIONS[r["precision"]] in ("fp8", "fp4")
+    return "fp8" if "fp8" in (r["kv_precision"] or "").lower() or quantised else "auto"
+
+
 def serving_rows(path: Path, limit: int | None = None, match: str | None = None) -> list[ServeScore]:
     """Score every row of ``serving_dev.csv`` (one per measurement group); `match`: only rows whose
     name contains it; `limit`: stop after that many scored rows."""
     from whichgpu.hardware.catalog import load_catalog
     from whichgpu.hardware.system import load_systems
     from whichgpu.serving.model import Setup, build
-    from whichgpu.serving.scheduler import SchedulerConfig, simulate
+    from whichgpu.serving.scheduler import simulate
     from whichgpu.serving.workload import ClosedLoop, Workload
 
     cat, systems = load_catalog(), load_systems()
@@ -192,7 +210,7 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             continue
         gid, sid = GPUS[r["gpu"]]
         tp, ep, adp = layout(r)
-        kv = "fp8" if "fp8" in (r["kv_precision"] or "").lower() else "auto"
+        kv = row_kv_dtype(r, engine)
         key = (ZOO[r["hf_model_id"]], gid, sid, tp, ep, PRECISIONS[r["precision"]], kv, engine, adp)
         try:
             if key not in models:
@@ -206,8 +224,7 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
             seqs = int(r["batch_size"] or c)  # the benchmark's engine knobs (module doc)
             tokens = seqs + isl + BENCH_TOKEN_HEADROOM
             cap = m.capacity(max_seq_len=isl + osl, max_num_batched_tokens=tokens, max_num_seqs=seqs)
-            cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                                                cpu_overhead_s=m.cpu_overhead_s, request_latency_s=m.request_latency_s)
+            cfg = m.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens)
             n = BENCH_REQUESTS_PER_CONCURRENCY * c
             res = simulate(Workload(bench_lengths(isl, osl, n), ClosedLoop(c)), m.step_time, cfg)
         except WhichGPUError as e:

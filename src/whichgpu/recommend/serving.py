@@ -190,7 +190,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
     (under DP attention: one attention group's)."""
     from whichgpu.serving.kv import vllm_batch_defaults
     from whichgpu.serving.model import Setup, build
-    from whichgpu.serving.scheduler import SchedulerConfig
+
 
     opt = ServingOption(g, sys_, tp, ep, adp)
     opt.usd_per_gpu_hour, opt.price_source = _gpu_hour(g, ask.cost, today, ask.prices)
@@ -203,8 +203,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
         tokens, seqs = vllm_batch_defaults(int(g.memory_gb * 1e9), g.name)
         cap = sm.capacity(max_seq_len=ask.input_len + ask.output_len, max_num_batched_tokens=tokens,
                           max_num_seqs=seqs)
-        cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                                            cpu_overhead_s=sm.cpu_overhead_s, request_latency_s=sm.request_latency_s)
+        cfg = sm.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens)
     except WhichGPUError as e:
         opt.reason, opt.kind = str(e).splitlines()[0], "fit"
         return opt, None

@@ -62,6 +62,11 @@ from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 KV_DTYPES = ("auto", "fp8", "bf16", "fp16")
+NO_EVICT_ENGINES = ("tensorrt-llm",)
+"""Engines whose scheduler reserves each request's whole prompt and answer at admission and never
+preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LLM API
+``SchedulerConfig.capacity_scheduler_policy``). vLLM and SGLang admit on the next chunk's blocks and
+preempt (SGLang: retract) under pressure."""
 
 
 def layout_text(tp: int, ep: int = 1, pp: int = 1, attention_dp: int = 1) -> str:
@@ -164,11 +169,19 @@ class ServingModel:
                                  activation_peak_bytes=act, layout=layout, max_seq_len=max_seq_len,
                                  gpu_memory_utilization=util, tp=gpus)
 
+    @property
+    def no_evict(self) -> bool:
+        """Whether the engine admits requests by reserving their whole prompt and answer and never
+        preempts (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``; `scheduler.SchedulerConfig.no_evict`)."""
+        return self.setup.engine in NO_EVICT_ENGINES
+
     def scheduler_config(self, capacity: KvCapacity, **knobs: Any) -> SchedulerConfig:
-        """The scheduler's pool of ``capacity`` with this setup's host time per step and
-        speculative decoding; ``knobs``: the other `SchedulerConfig` fields."""
+        """The scheduler's pool of ``capacity`` with this setup's host time per step, request
+        latency, admission policy and speculative decoding; ``knobs``: the other `SchedulerConfig`
+        fields."""
         knobs.setdefault("cpu_overhead_s", self.cpu_overhead_s)
         knobs.setdefault("request_latency_s", self.request_latency_s)
+        knobs.setdefault("no_evict", self.no_evict)
         return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
 
     def simulate(self, workload: Workload, config: SchedulerConfig, *, decode_runs: bool = True) -> ServingResult:
@@ -329,7 +342,17 @@ def build(setup: Setup) -> ServingModel:
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 and adp == 1 else "")
                        + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
                           if adp > 1 else ""),
-        "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU",
+        "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU"
+                    + ("; an NVIDIA ModelOpt FP8/NVFP4 checkpoint declares an FP8 KV cache, which "
+                       f"{'TensorRT-LLM' if setup.engine == 'tensorrt-llm' else 'vLLM (0.13 and later)'} takes by "
+                       "default: --kv-dtype fp8 to model that"
+                       if setup.kv_dtype == "auto" and setup.precision in ("fp8", "fp4")
+                       and setup.engine in ("tensorrt-llm", "vllm") else ""),
+        "scheduler": ("TensorRT-LLM's GUARANTEED_NO_EVICT (its default): a request starts when the KV blocks of its "
+                      "whole prompt and answer fit beside the running requests'; none is preempted, the rest queue"
+                      if setup.engine in NO_EVICT_ENGINES else
+                      "requests start when their next chunk's KV blocks fit; when the blocks run out the newest is "
+                      "preempted and recomputed later"),
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
                   + f", {cpu * 1e3:g} ms host time per step"
                   + (f" and {eng.step_host_us_per_seq:g} us per running request" if eng.step_host_us_per_seq else "")

@@ -19,6 +19,13 @@ Source read: vllm-project/vllm ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.
    context is computed samples one token at the end of the step (its first token ends its TTFT);
    one that reaches its output length finishes and frees its blocks.
 
+TensorRT-LLM's default capacity policy, ``GUARANTEED_NO_EVICT`` (``SchedulerConfig.no_evict``;
+TensorRT-LLM docs, "Useful Runtime Options: Capacity Scheduler Policy", and ``SchedulerConfig``
+in its LLM API reference): a waiting request is admitted only when the blocks of its whole prompt
+and answer fit beside what every running request may still take to finish; a running request
+then always finds its blocks and nothing is ever preempted. Under load the requests wait in the
+queue instead of being preempted and recomputed.
+
 Prefix caching (optional): ``prefix_cache_hit_rate`` of each prompt (whole blocks, at most all but
 its last token, as vLLM caps a hit) is found cached when a request is (re)admitted: those tokens
 need no prefill compute but their blocks are still held by the request (no sharing between
@@ -93,6 +100,10 @@ class SchedulerConfig:
     spec: SpecDecode | None = None
     """Speculative decoding (None: off). The step-time function must time the draft tokens the
     batches carry (`step.StepModel` built with the same `SpecDecode`)."""
+    no_evict: bool = False
+    """TensorRT-LLM's ``GUARANTEED_NO_EVICT``: admit a request only when the blocks of its whole
+    prompt and answer fit beside the running requests' own (none is ever preempted); False:
+    vLLM's and SGLang's admission on the blocks of the next chunk, with preemption."""
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
@@ -187,6 +198,7 @@ class _Engine:
         self.k = spec.draft_len if spec is not None else 0  # lookahead slots per decoding request
         need = self.blocks.many(self.prompt + self.target - 1 + self.k) if self.k else \
             self.blocks.many(self.prompt + self.target - 1)
+        self.whole = need  # blocks each request holds at its last step: what no_evict reserves
         worst = int(np.argmax(need))
         if need[worst] > cfg.num_blocks:
             raise NoAnswerError(
@@ -215,6 +227,7 @@ class _Engine:
         self.t = 0.0
         self.steps = self.seq_steps = self.peak = self.done = 0
         self.head_blocked = False  # the waiting head did not fit in the free blocks
+        self.reserved = 0  # no_evict: the running requests' blocks at their last step, summed
         self.all_decoding = False  # every running request was scheduled and sampled a token last step
         self.decode_run = step_time.decode_run if isinstance(step_time, DecodeRunStepTime) else None
         if spec is not None:  # per-request progress accumulator (spec.py), units per step by drafts
@@ -263,11 +276,12 @@ class _Engine:
             while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
                 r = self.waiting[0]
                 cached, n_new, need = self._admission(r, budget)
-                if need > self.free:
+                if need > self.free or not self._reservable(r):
                     self.head_blocked = True  # until blocks are freed (a finish)
                     break
                 self.waiting.popleft()
                 self.running.append(r)
+                self.reserved += int(self.whole[r])
                 computed[r] = cached
                 self.held[r] = need
                 self.free -= need
@@ -282,6 +296,11 @@ class _Engine:
         if ids.size == 0:
             raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
         self._execute(ids, new, drafts)
+
+    def _reservable(self, r: int) -> bool:
+        """Under no_evict, whether request ``r``'s blocks at its last step fit beside the running
+        requests' (always True otherwise)."""
+        return not self.cfg.no_evict or self.reserved + int(self.whole[r]) <= self.cfg.num_blocks
 
     def _admission(self, r: int, budget: int) -> tuple[int, int, int]:
         """(tokens of request ``r``'s prompt found in the prefix cache, tokens it would compute
@@ -321,6 +340,7 @@ class _Engine:
         held = self.held
         victims = ids[cut:]
         self.free += int(held[victims].sum())
+        self.reserved -= int(self.whole[victims].sum())
         held[victims] = 0
         self.computed[victims] = 0
         self.preempts[victims] += 1
@@ -409,6 +429,7 @@ class _Engine:
         self.finish[fin] = self.t
         self.head_blocked = False
         self.free += int(self.held[fin].sum())
+        self.reserved -= int(self.whole[fin].sum())
         self.held[fin] = 0
         gone = set(fin.tolist())
         self.running = [r for r in self.running if r not in gone]
@@ -449,7 +470,9 @@ class _Engine:
             # for a finish all run long (as after a preemption, which skips admission for a step)
             budget = cfg.max_num_batched_tokens - len(running)
             first = extra(1)
-            if budget > 0 and (first > self.free or self._admission(self.waiting[0], budget)[2] <= self.free - first):
+            head = self.waiting[0]
+            if budget > 0 and self._reservable(head) and (
+                    first > self.free or self._admission(head, budget)[2] <= self.free - first):
                 return False
         left = self.target[ids] - self.out[ids]
         first_finish = k = int(left.min())  # up to and including the next finish
