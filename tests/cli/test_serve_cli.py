@@ -185,6 +185,7 @@ def test_no_price_gives_null_cost() -> None:
     ((), "--concurrency"),  # neither
     (("--rate", "1", "--precision", "fp5"), "--precision"),
     (("--rate", "1", "--engine", "tgi"), "--engine"),
+    (("--rate", "1", "--engine", "tensorrt-llm", "--gpu", "mi300x"), "--engine"),  # NVIDIA GPUs only
     (("--rate", "1", "--kv-dtype", "int3"), "--kv-dtype"),
     (("--rate", "1", "--slo-ttft-ms", "100", "--slo-percentile", "95"), "--slo-percentile"),
     (("--rate", "1", "--ep", "2"), "--ep"),

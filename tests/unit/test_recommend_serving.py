@@ -80,10 +80,22 @@ def test_the_throughput_bound_is_above_every_achievable_rate(gpus) -> None:  # t
 
 
 def test_reasons_have_kinds(pruned, gpus) -> None:  # type: ignore[no-untyped-def]
-    assert all(o.reason and o.kind in ("price", "fit", "slo", "max-gpus", "pruned") for o in pruned.others)
+    assert all(o.reason and o.kind in ("price", "fit", "slo", "max-gpus", "pruned", "engine") for o in pruned.others)
     tight = recommend_serving(replace(ASK, slo_tpot_ms=1.0), gpus)  # below one decode step on any of them
     assert not tight.ranked and {o.kind for o in tight.others} <= {"slo", "max-gpus", "fit", "price"}
     assert any(o.kind in ("slo", "max-gpus") for o in tight.others)
+
+
+def test_tensorrt_llm_is_offered_on_nvidia_gpus_only() -> None:
+    cat = load_catalog()
+    gpus = [cat.get("mi300x"), cat.get("h100-sxm5-80gb")]
+    rec = recommend_serving(replace(ASK, engine="tensorrt-llm"), gpus)
+    amd = [o for o in rec.others if o.gpu.vendor == "AMD"]
+    assert len(amd) == 1 and amd[0].kind == "engine" and "NVIDIA GPUs only" in amd[0].reason
+    assert all(o.gpu.vendor == "NVIDIA" for o in rec.ranked) and rec.ranked
+    vllm = recommend_serving(ASK, gpus)  # vLLM runs on ROCm: the MI300X is weighed
+    assert not any(o.kind == "engine" for o in vllm.others)
+    assert any(o.gpu.vendor == "AMD" for o in [*vllm.ranked, *vllm.others])
 
 
 def test_bad_asks_are_one_line_errors() -> None:

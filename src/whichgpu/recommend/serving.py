@@ -310,7 +310,7 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
                       today: dt.date | None = None) -> ServingRecommendation:
     """The ranking of the module docstring over `gpus` (each in its default system)."""
     from whichgpu.parallel.models import planner_model
-    from whichgpu.serving.model import check_request_tokens
+    from whichgpu.serving.model import check_request_tokens, engine_unsupported
 
     ask.validate()
     today = today or dt.date.today()
@@ -321,6 +321,9 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
     others: list[ServingOption] = []
     for g in gpus:
         sys_ = default_system(g, systems)
+        if (why := engine_unsupported(ask.engine, g)) is not None:
+            others.append(ServingOption(g, sys_, 1, reason=why.split(": give")[0], kind="engine"))
+            continue
         usd, src = _gpu_hour(g, ask.cost, today, ask.prices)
         if usd is None:  # one line per GPU, not per degree
             others.append(ServingOption(g, sys_, 1, reason=src, kind="price"))

@@ -14,7 +14,7 @@ VALIDATED = validated_gpus()
 VALIDATED_NAMES = set(VALIDATED.values())
 KINDS = {"price": "no price for the cost mode", "fit": "do not fit (weights or KV cache)",
          "slo": "miss the targets at any rate", "max-gpus": "need more GPUs than --max-gpus",
-         "pruned": "cannot beat the top (bound), not searched"}
+         "pruned": "cannot beat the top (bound), not searched", "engine": "do not run the engine"}
 
 
 def _ms(x: float | None) -> str:

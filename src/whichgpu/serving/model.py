@@ -62,6 +62,21 @@ from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 KV_DTYPES = ("auto", "fp8", "bf16", "fp16")
+ENGINE_VENDORS = {"tensorrt-llm": ("NVIDIA",)}
+"""Engines that run on some vendors' accelerators only (TensorRT-LLM: NVIDIA's CUDA GPUs); vLLM
+and SGLang also run on AMD (ROCm) and, vLLM, on Intel Gaudi and Google TPU through its plugins."""
+
+
+def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
+    """Why ``engine`` does not run on ``gpu`` (None when it does)."""
+    vendors = ENGINE_VENDORS.get(engine)
+    if vendors is None or gpu.vendor in vendors:
+        return None
+    return (f"{ENGINE_NAMES.get(engine, engine)} runs on {' and '.join(vendors)} GPUs only, and {gpu.name} is "
+            f"{gpu.vendor}'s: give --engine " + " or ".join(e for e in ENGINES if e not in ENGINE_VENDORS))
+
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 NO_EVICT_ENGINES = ("tensorrt-llm",)
 """Engines whose scheduler reserves each request's whole prompt and answer at admission and never
 preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LLM API
@@ -254,6 +269,8 @@ def build(setup: Setup) -> ServingModel:
         raise InputError(f"kv dtype must be one of {', '.join(KV_DTYPES)}, got {setup.kv_dtype!r}", field="kv_dtype")
     if setup.engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {setup.engine!r}", field="engine")
+    if (why := engine_unsupported(setup.engine, setup.gpu)) is not None:
+        raise InputError(why, field="engine")
     model_id, a, _ = planner_model(setup.model)
     tp, ep, pp, spec = setup.tp, setup.ep, setup.pp, setup.spec
     bounds = stage_layers(a.layers, pp)  # validates pp
