@@ -191,7 +191,6 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
     from whichgpu.serving.kv import vllm_batch_defaults
     from whichgpu.serving.model import Setup, build
 
-
     opt = ServingOption(g, sys_, tp, ep, adp)
     opt.usd_per_gpu_hour, opt.price_source = _gpu_hour(g, ask.cost, today, ask.prices)
     if opt.usd_per_gpu_hour is None:

@@ -62,6 +62,7 @@ from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 KV_DTYPES = ("auto", "fp8", "bf16", "fp16")
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 ENGINE_VENDORS = {"tensorrt-llm": ("NVIDIA",)}
 """Engines that run on some vendors' accelerators only (TensorRT-LLM: NVIDIA's CUDA GPUs); vLLM
 and SGLang also run on AMD (ROCm) and, vLLM, on Intel Gaudi and Google TPU through its plugins."""
@@ -76,7 +77,6 @@ def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
             f"{gpu.vendor}'s: give --engine " + " or ".join(e for e in ENGINES if e not in ENGINE_VENDORS))
 
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 NO_EVICT_ENGINES = ("tensorrt-llm",)
 """Engines whose scheduler reserves each request's whole prompt and answer at admission and never
 preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LLM API
@@ -361,7 +361,7 @@ def build(setup: Setup) -> ServingModel:
                           if adp > 1 else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU"
                     + ("; an NVIDIA ModelOpt FP8/NVFP4 checkpoint declares an FP8 KV cache, which "
-                       f"{'TensorRT-LLM' if setup.engine == 'tensorrt-llm' else 'vLLM (0.13 and later)'} takes by "
+                       f"{'TensorRT-LLM' if setup.engine == 'tensorrt-llm' else 'vLLM (since its PR #29980, 2025-12)'} takes by "
                        "default: --kv-dtype fp8 to model that"
                        if setup.kv_dtype == "auto" and setup.precision in ("fp8", "fp4")
                        and setup.engine in ("tensorrt-llm", "vllm") else ""),
