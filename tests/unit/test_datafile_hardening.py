@@ -256,6 +256,13 @@ def test_names_in_an_engine_file_are_checked(tmp_path: Path) -> None:
     assert err.value.field == "aliases"
 
 
+def test_an_engines_vendors_must_be_a_list_of_names(tmp_path: Path) -> None:
+    _write(tmp_path, "pt.toml", f'{ENGINE}vendors = "NVIDIA"\n')
+    with pytest.raises(CatalogError) as err:
+        load_engines((str(tmp_path),))
+    assert err.value.field == "vendors"
+
+
 def test_every_error_here_is_a_whichgpu_error_with_exit_code_2() -> None:
     for cls in (CatalogError, InputError, PricesError):
         assert issubclass(cls, WhichGPUError) and cls.exit_code == 2

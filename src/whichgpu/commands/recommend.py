@@ -224,6 +224,7 @@ def recommend_run(
         title = model
     sys_ = get_system(catalog, system)
     gpu_ids = tuple(g.id for g in cat.get_many(gpu)) if gpu else None
+    gpu_ids = _engine_gpus(eng, cat, gpu_ids)
     if sys_ is not None and sys_.gpu is not None:  # a system built from one GPU: rank its layouts
         if gpu_ids is not None and sys_.gpu not in gpu_ids:
             raise InputError(f"--system {sys_.id} holds {sys_.gpu}, which --gpu leaves out")
@@ -257,6 +258,22 @@ def recommend_run(
     if model is not None:
         moe_flags_note(moe_capacity, moe_skew, model, first)
     return rec, (first[0] if first else None)
+
+
+def _engine_gpus(engine: str, cat: Any, gpu_ids: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The GPUs to weigh under ``engine``: all it runs on when none are named (TensorRT-LLM: NVIDIA's);
+    a named one it does not run on is bad input."""
+    from whichgpu.hardware.engine import get_engine
+
+    eng = get_engine(engine)
+    if not eng.vendors:
+        return gpu_ids
+    if gpu_ids is None:
+        return tuple(g.id for g in cat.get_many("all") if eng.unsupported_on(g.name, g.vendor) is None)
+    for g in cat.get_many(gpu_ids):
+        if (why := eng.unsupported_on(g.name, g.vendor)) is not None:
+            raise InputError(f"--engine: {why}; give another engine or leave that GPU out", field="engine")
+    return gpu_ids
 
 
 def recommend_serving_run(

@@ -119,8 +119,15 @@ class Engine:
     request_overhead_ms: float = 0.0  # serving: per request, from its send until the scheduler sees it
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
     aliases: tuple[str, ...] = ()
+    vendors: tuple[str, ...] = ()  # the accelerator vendors it runs on (empty: any)
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
+
+    def unsupported_on(self, gpu_name: str, gpu_vendor: str) -> str | None:
+        """Why this engine does not run on that accelerator (None when it does or may)."""
+        if not self.vendors or gpu_vendor in self.vendors:
+            return None
+        return f"{self.name} runs on {' and '.join(self.vendors)} GPUs only, and {gpu_name} is {gpu_vendor}'s"
 
     @property
     def fuses(self) -> bool:
@@ -155,7 +162,7 @@ class Engine:
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,
                 "moe_efficiency": self.moe_efficiency, "moe_layer_us": self.moe_layer_us,
                 "moe_compute_efficiency": self.moe_compute_efficiency, "request_overhead_ms": self.request_overhead_ms,
-                "weight_stream_efficiency": self.weight_stream_efficiency,
+                "weight_stream_efficiency": self.weight_stream_efficiency, "vendors": list(self.vendors),
                 "sources": dict(self.sources)}
 
 
@@ -204,11 +211,15 @@ def _from_raw(path: str, raw: dict[str, Any]) -> Engine:
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise CatalogError(path, "aliases", "must be a list of strings")
     check_shared(path, "aliases", aliases, NAME)
+    vendors = raw.get("vendors", [])
+    if not isinstance(vendors, list) or not all(isinstance(v, str) and v for v in vendors):
+        raise CatalogError(path, "vendors", "must be a list of vendor names (empty or absent: any)")
     sources = raw.get("sources", {})
     if not isinstance(sources, dict):
         raise CatalogError(path, "sources", "must be a table of field = source")
     return Engine(id=raw["id"], name=raw["name"], description=str(raw.get("description", "")),
-                  aliases=tuple(aliases), sources={str(k): str(v) for k, v in sources.items()}, path=path, **vals)
+                  aliases=tuple(aliases), vendors=tuple(vendors), sources={str(k): str(v) for k, v in sources.items()},
+                  path=path, **vals)
 
 
 class Engines(NamedEntries[Engine]):

@@ -62,19 +62,17 @@ from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 KV_DTYPES = ("auto", "fp8", "bf16", "fp16")
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
-ENGINE_VENDORS = {"tensorrt-llm": ("NVIDIA",)}
-"""Engines that run on some vendors' accelerators only (TensorRT-LLM: NVIDIA's CUDA GPUs); vLLM
-and SGLang also run on AMD (ROCm) and, vLLM, on Intel Gaudi and Google TPU through its plugins."""
 
 
 def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
-    """Why ``engine`` does not run on ``gpu`` (None when it does)."""
-    vendors = ENGINE_VENDORS.get(engine)
-    if vendors is None or gpu.vendor in vendors:
+    """Why ``engine`` does not run on ``gpu`` (the engine profile's ``vendors``: TensorRT-LLM runs
+    on NVIDIA GPUs only; vLLM and SGLang also on AMD's), with the serving engines that do; None
+    when it runs there."""
+    why = get_engine(engine).unsupported_on(gpu.name, gpu.vendor)
+    if why is None:
         return None
-    return (f"{ENGINE_NAMES.get(engine, engine)} runs on {' and '.join(vendors)} GPUs only, and {gpu.name} is "
-            f"{gpu.vendor}'s: give --engine " + " or ".join(e for e in ENGINES if e not in ENGINE_VENDORS))
+    others = [e for e in ENGINES if get_engine(e).unsupported_on(gpu.name, gpu.vendor) is None]
+    return why + (": give --engine " + " or ".join(others) if others else "")
 
 
 NO_EVICT_ENGINES = ("tensorrt-llm",)
