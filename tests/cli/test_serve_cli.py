@@ -208,6 +208,11 @@ def test_bad_input_exit_2(args: tuple[str, ...], flag: str) -> None:
     assert err.startswith("error:") and "\n" not in err and flag in err, err
 
 
+def test_engine_aliases_are_accepted() -> None:
+    doc = invoke_json("serve", SCHEMA, *BASE, "--rate", "1", "--requests", "50", "--engine", "trtllm")
+    assert "GUARANTEED_NO_EVICT" in doc["assumptions"]["scheduler"]
+
+
 def test_bad_names_and_lengths_exit_2() -> None:
     for args in (("llama-9b", "--gpu", "h100"), ("llama-3.1-8b", "--gpu", "h100x")):
         res = invoke("serve", *args, "--rate", "1", "--input-len", "10", "--output-len", "10")

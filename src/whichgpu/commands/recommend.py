@@ -291,7 +291,7 @@ def recommend_serving_run(
     from whichgpu.recommend.presets import get_preset
     from whichgpu.recommend.prices import load_prices_file, merge, parse_price_args
     from whichgpu.recommend.serving import ServingAsk, recommend_serving
-    from whichgpu.serving.model import ENGINES
+    from whichgpu.serving.model import serving_engine
     from whichgpu.serving.slo import PERCENTILES
     from whichgpu.serving.step import PRECISIONS
 
@@ -315,9 +315,7 @@ def recommend_serving_run(
     if prec not in PRECISIONS:
         raise InputError(f"--precision for serving must be auto (bf16) or one of {', '.join(PRECISIONS)}, got "
                          f"{precision!r}", field="precision")
-    eng = engine or "vllm"
-    if eng not in ENGINES:
-        raise InputError(f"--engine for serving must be one of {', '.join(ENGINES)}, got {eng!r}", field="engine")
+    eng = serving_engine(engine or "vllm")
     cat = get_catalog(catalog)
     gpus = cat.get_many(gpu) if gpu else list(cat)
     floor = min_memory_gb if min_memory_gb is not None else (preset.min_memory_gb if preset else None)

@@ -154,7 +154,7 @@ def serve_run(
     from whichgpu.recommend.prices import catalog_prices
     from whichgpu.report.serve import ServeReport
     from whichgpu.serving.kv import vllm_batch_defaults
-    from whichgpu.serving.model import Setup, build, check_request_tokens
+    from whichgpu.serving.model import Setup, build, check_request_tokens, serving_engine
     from whichgpu.serving.slo import (
         PERCENTILES,
         Slo,
@@ -169,6 +169,7 @@ def serve_run(
     from whichgpu.serving.workload import ClosedLoop, Poisson, Workload
 
     # ---- the question, checked ----
+    engine = serving_engine(engine)  # its profile's aliases too (trtllm, trt-llm)
     if (concurrency is None) == (rate is None):
         raise InputError("give exactly one of --concurrency (closed loop) or --rate (Poisson arrivals)",
                          field="concurrency")

@@ -64,6 +64,20 @@ ENGINES = ("vllm", "sglang", "tensorrt-llm")
 KV_DTYPES = ("auto", "fp8", "bf16", "fp16")
 
 
+def serving_engine(name: str) -> str:
+    """The serving engine's id for ``name``, its id or an alias of its profile (``trtllm``,
+    ``trt-llm``); a one-line InputError for a name that is no serving engine."""
+    from whichgpu.errors import WhichGPUError
+
+    try:
+        eid = get_engine(name).id
+    except WhichGPUError:
+        eid = name
+    if eid not in ENGINES:
+        raise InputError(f"--engine for serving must be one of {', '.join(ENGINES)}, got {name!r}", field="engine")
+    return eid
+
+
 def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
     """Why ``engine`` does not run on ``gpu`` (the engine profile's ``vendors``: TensorRT-LLM runs
     on NVIDIA GPUs only; vLLM and SGLang also on AMD's), with the serving engines that do; None
