@@ -36,13 +36,15 @@ def test_estimate_on_all_gpus_leaves_out_those_the_engine_does_not_run_on() -> N
 
 
 def test_recommend_weighs_only_the_gpus_the_engine_runs_on() -> None:
-    from whichgpu.commands.recommend import _engine_gpus
+    from whichgpu.commands.common import engine_gpus
 
     cat = load_catalog()
-    ids = _engine_gpus("tensorrt-llm", cat, None)
-    assert ids and {cat.get(i).vendor for i in ids} == {"NVIDIA"}
-    assert _engine_gpus("vllm", cat, None) is None  # every GPU
-    assert _engine_gpus("tensorrt-llm", cat, ("h100-sxm5-80gb",)) == ("h100-sxm5-80gb",)
+    every = cat.get_many("all")
+    kept = engine_gpus("tensorrt-llm", every, every=True)
+    assert kept and {g.vendor for g in kept} == {"NVIDIA"}
+    assert engine_gpus("vllm", every, every=True) == every  # every GPU
+    h100 = cat.get_many("h100-sxm5-80gb")
+    assert engine_gpus("tensorrt-llm", h100, every=False) == h100
     res = invoke("recommend", "llama-3.1-8b", "--task", "infer", "--engine", "tensorrt-llm", "--gpu", "mi300x,h100")
     assert res.exit_code == 2, res.output
     err = res.stderr.strip()

@@ -132,6 +132,22 @@ def resolve_engine(engine: str | None, compile_: bool, default: str = "pytorch")
     return get_engine(engine if engine is not None else default).id
 
 
+def engine_gpus(engine: str, specs: list[GpuSpec], every: bool) -> list[GpuSpec]:
+    """The GPUs of ``specs`` that ``engine`` runs on (its profile's ``vendors``: TensorRT-LLM,
+    NVIDIA's only): with ``every`` (all GPUs weighed) the others are left out, else one it does not
+    run on is bad input, as is a list it runs on none of."""
+    from whichgpu.errors import InputError
+    from whichgpu.hardware.engine import get_engine
+
+    eng = get_engine(engine)
+    keep = [g for g in specs if eng.unsupported_on(g.name, g.vendor) is None]
+    if not every or not keep:
+        for g in specs:
+            if (why := eng.unsupported_on(g.name, g.vendor)) is not None:
+                raise InputError(f"--engine: {why}; give another engine or leave that GPU out", field="engine")
+    return keep
+
+
 def moe_workload_options(capacity: float | None, skew: float | None) -> tuple[tuple[str, object], ...]:
     """The workload options of --moe-capacity / --moe-skew: only those given and not the default
     (balanced) load, so that other runs keep their trace cache keys."""

@@ -30,6 +30,7 @@ from whichgpu.commands.common import (
     WideOpt,
     emit_json,
     engine_attention,
+    engine_gpus,
     float_option,
     get_catalog,
     get_system,
@@ -121,7 +122,7 @@ def estimate_run(
     if not specs:
         raise InputError("--gpu names no GPU; give a name, several separated by commas, or 'all'")
     eng = resolve_engine(engine, compile_)
-    specs = _engine_runs_on(eng, specs, every=(gpu or "").strip().lower() == "all")
+    specs = engine_gpus(eng, specs, every=(gpu or "").strip().lower() == "all")
     plan = make_plan(task, dp=gpus, tp=tp, engine=eng, overlap=overlap, comm_overlap=not no_ddp_overlap,
                      grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding,
                      recompute=checkpointing if task == "train" else None)
@@ -152,20 +153,6 @@ def estimate_run(
                                trace_for, serving=serving, precision_reason=why, top=top))
     moe_flags_note(moe_capacity, moe_skew, model, traces.values())
     return results
-
-
-def _engine_runs_on(engine: str, specs: list[Any], every: bool) -> list[Any]:
-    """The GPUs ``engine`` runs on: with ``--gpu all`` the others are left out, else one that it
-    does not run on is bad input (TensorRT-LLM on an AMD GPU)."""
-    from whichgpu.hardware.engine import get_engine
-
-    eng = get_engine(engine)
-    keep = [g for g in specs if eng.unsupported_on(g.name, g.vendor) is None]
-    if not every or not keep:
-        for g in specs:
-            if (why := eng.unsupported_on(g.name, g.vendor)) is not None:
-                raise InputError(f"--engine: {why}; give another engine or GPU", field="engine")
-    return keep
 
 
 def register(app: typer.Typer) -> None:

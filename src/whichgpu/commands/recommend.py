@@ -25,6 +25,7 @@ from whichgpu.commands.common import (
     WideOpt,
     emit_json,
     engine_attention,
+    engine_gpus,
     float_option,
     get_catalog,
     get_system,
@@ -34,6 +35,7 @@ from whichgpu.commands.common import (
     workload_spec,
 )
 from whichgpu.errors import InputError, NoAnswerError
+from whichgpu.hardware.engine import get_engine
 
 UseCaseOpt = typer.Option(None, "--use-case", help="learning, kaggle, cv-research, nlp-research, llm-finetune, "
                           "llm-pretrain, llm-serving or image-generation (docs/presets.md); the default without MODEL: llm-finetune.")
@@ -224,7 +226,8 @@ def recommend_run(
         title = model
     sys_ = get_system(catalog, system)
     gpu_ids = tuple(g.id for g in cat.get_many(gpu)) if gpu else None
-    gpu_ids = _engine_gpus(eng, cat, gpu_ids)
+    if get_engine(eng).vendors:  # an engine for some vendors' GPUs only: weigh those
+        gpu_ids = tuple(g.id for g in engine_gpus(eng, cat.get_many(gpu or "all"), every=not gpu))
     if sys_ is not None and sys_.gpu is not None:  # a system built from one GPU: rank its layouts
         if gpu_ids is not None and sys_.gpu not in gpu_ids:
             raise InputError(f"--system {sys_.id} holds {sys_.gpu}, which --gpu leaves out")
@@ -258,22 +261,6 @@ def recommend_run(
     if model is not None:
         moe_flags_note(moe_capacity, moe_skew, model, first)
     return rec, (first[0] if first else None)
-
-
-def _engine_gpus(engine: str, cat: Any, gpu_ids: tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """The GPUs to weigh under ``engine``: all it runs on when none are named (TensorRT-LLM: NVIDIA's);
-    a named one it does not run on is bad input."""
-    from whichgpu.hardware.engine import get_engine
-
-    eng = get_engine(engine)
-    if not eng.vendors:
-        return gpu_ids
-    if gpu_ids is None:
-        return tuple(g.id for g in cat.get_many("all") if eng.unsupported_on(g.name, g.vendor) is None)
-    for g in cat.get_many(gpu_ids):
-        if (why := eng.unsupported_on(g.name, g.vendor)) is not None:
-            raise InputError(f"--engine: {why}; give another engine or leave that GPU out", field="engine")
-    return gpu_ids
 
 
 def recommend_serving_run(

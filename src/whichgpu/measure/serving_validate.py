@@ -89,11 +89,6 @@ def bench_lengths(isl: int, osl: int, n: int, seed: int = 0) -> RequestLengths:
 
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}
-KV_FP8_ENGINES = ("tensorrt-llm", "vllm")
-"""Engines whose default KV-cache dtype follows an FP8/NVFP4 checkpoint's: NVIDIA ModelOpt exports
-declare ``kv_cache_quant_algo: FP8`` (NVIDIA/Model-Optimizer PR #557), which TensorRT-LLM applies
-("quantization settings are detected from the checkpoint", its quantization docs) and vLLM too since
-PR #29980 (2025-12, ``--kv-cache-dtype auto``). SGLang's ``auto`` is the model's dtype."""
 ASSUMPTIONS = {
     "workload": "closed loop at the row's concurrency, fixed isl, answers spread 10 % around osl (aiperf's "
                 "--osl-stddev; keeps the clients out of phase), 10 x concurrency requests, the first wave sent together",
@@ -172,7 +167,9 @@ def layout(r: dict[str, str]) -> tuple[int, int, int]:
 def row_kv_dtype(r: dict[str, str], engine: str) -> str:
     """The KV-cache dtype a row is simulated with (`ASSUMPTIONS` "precision"): "fp8" where its
     kv_precision says so or where ``engine`` takes an FP8 cache from FP8/FP4 weights
-    (`KV_FP8_ENGINES`), else "auto" (16-bit)."""
+    (`serving.model.KV_FP8_ENGINES`), else "auto" (16-bit)."""
+    from whichgpu.serving.model import KV_FP8_ENGINES
+
     quantised = engine in KV_FP8_ENGINES and PRECISIONS[r["precision"]] in ("fp8", "fp4")
     return "fp8" if "fp8" in (r["kv_precision"] or "").lower() or quantised else "auto"
 

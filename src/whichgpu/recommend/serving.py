@@ -321,7 +321,7 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
     for g in gpus:
         sys_ = default_system(g, systems)
         if (why := engine_unsupported(ask.engine, g)) is not None:
-            others.append(ServingOption(g, sys_, 1, reason=why.split(": give")[0], kind="engine"))
+            others.append(ServingOption(g, sys_, 1, reason=why, kind="engine"))
             continue
         usd, src = _gpu_hour(g, ask.cost, today, ask.prices)
         if usd is None:  # one line per GPU, not per degree

@@ -80,15 +80,15 @@ def serving_engine(name: str) -> str:
 
 def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
     """Why ``engine`` does not run on ``gpu`` (the engine profile's ``vendors``: TensorRT-LLM runs
-    on NVIDIA GPUs only; vLLM and SGLang also on AMD's), with the serving engines that do; None
-    when it runs there."""
-    why = get_engine(engine).unsupported_on(gpu.name, gpu.vendor)
-    if why is None:
-        return None
-    others = [e for e in ENGINES if get_engine(e).unsupported_on(gpu.name, gpu.vendor) is None]
-    return why + (": give --engine " + " or ".join(others) if others else "")
+    on NVIDIA GPUs only; vLLM and SGLang also on AMD's); None when it runs there."""
+    return get_engine(engine).unsupported_on(gpu.name, gpu.vendor)
 
 
+KV_FP8_ENGINES = ("tensorrt-llm", "vllm")
+"""Engines whose default KV-cache dtype follows an FP8/NVFP4 checkpoint's: NVIDIA ModelOpt exports
+declare ``kv_cache_quant_algo: FP8`` (NVIDIA/Model-Optimizer PR #557), which TensorRT-LLM applies
+("quantization settings are detected from the checkpoint", its quantization docs) and vLLM too since
+PR #29980 (2025-12, ``--kv-cache-dtype auto``). SGLang's ``auto`` is the model's dtype."""
 NO_EVICT_ENGINES = ("tensorrt-llm",)
 """Engines whose scheduler reserves each request's whole prompt and answer at admission and never
 preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LLM API
@@ -282,7 +282,8 @@ def build(setup: Setup) -> ServingModel:
     if setup.engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {setup.engine!r}", field="engine")
     if (why := engine_unsupported(setup.engine, setup.gpu)) is not None:
-        raise InputError(why, field="engine")
+        others = [e for e in ENGINES if engine_unsupported(e, setup.gpu) is None]
+        raise InputError(why + (": give --engine " + " or ".join(others) if others else ""), field="engine")
     model_id, a, _ = planner_model(setup.model)
     tp, ep, pp, spec = setup.tp, setup.ep, setup.pp, setup.spec
     bounds = stage_layers(a.layers, pp)  # validates pp
@@ -376,7 +377,7 @@ def build(setup: Setup) -> ServingModel:
                        f"{'TensorRT-LLM' if setup.engine == 'tensorrt-llm' else 'vLLM (since its PR #29980, 2025-12)'} takes by "
                        "default: --kv-dtype fp8 to model that"
                        if setup.kv_dtype == "auto" and setup.precision in ("fp8", "fp4")
-                       and setup.engine in ("tensorrt-llm", "vllm") else ""),
+                       and setup.engine in KV_FP8_ENGINES else ""),
         "scheduler": ("TensorRT-LLM's GUARANTEED_NO_EVICT (its default): a request starts when the KV blocks of its "
                       "whole prompt and answer fit beside the running requests'; none is preempted, the rest queue"
                       if setup.engine in NO_EVICT_ENGINES else
