@@ -49,6 +49,31 @@ def test_allreduce_inside_a_node_takes_nvls_where_it_exists(systems) -> None:  #
     assert collective_time("all_gather", 64e6, 8, h, p) > collective_time("all_reduce", 32e6, 8, h, p)
 
 
+def test_serving_engines_that_turn_nvls_off_all_reduce_over_the_ring(systems) -> None:  # type: ignore[no-untyped-def]
+    # vLLM sets NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem) and SGLang NCCL_NVLS_ENABLE=0; TensorRT-LLM keeps it
+    from whichgpu.hardware.catalog import load_catalog
+    from whichgpu.hardware.engine import get_engine
+    from whichgpu.perf.device import Device
+    from whichgpu.serving.step import StepModel
+    from whichgpu.workload.zoo.llm.args import DecoderArgs
+
+    assert not get_engine("vllm").nvls and not get_engine("sglang").nvls and get_engine("tensorrt-llm").nvls
+    p = load_params()
+    h = systems.get("dgx-h100")
+    ring = 3 * p.tp_collective_us * 1e-6 + 2 * 7 / 8 * 64e6 / node_link(h, 8, p).bytes_per_s
+    assert collective_time("all_reduce", 64e6, 8, h, p, nvls=False) == pytest.approx(ring)
+    # the serving step's all-reduce of 4,096 tokens x 8,192 hidden (16-bit) follows the engine
+    args = DecoderArgs("llama", hidden=8192, layers=2, heads=64, kv_heads=8, intermediate=28672, vocab=128256,
+                       max_positions=8192)
+    dev = Device(load_catalog().get("h100-sxm5-80gb"), p)
+    msg = 4096 * 8192 * 2.0
+    for eng, nvls in (("vllm", False), ("sglang", False), ("tensorrt-llm", True)):
+        step = StepModel(args, dev, get_engine(eng), h, tp=8)
+        assert step._all_reduce_s(4096) == pytest.approx(collective_time("all_reduce", msg, 8, h, p, nvls=nvls))
+    assert StepModel(args, dev, get_engine("vllm"), h, tp=8)._all_reduce_s(4096) > \
+        StepModel(args, dev, get_engine("tensorrt-llm"), h, tp=8)._all_reduce_s(4096) * 1.2
+
+
 def test_tree_wins_at_scale_for_small_messages_and_ties_for_large(systems) -> None:  # type: ignore[no-untyped-def]
     s = systems.get("dgx-h100")
     p = load_params()

@@ -59,9 +59,9 @@ exp, sum and divide passes; a multiply and the cast back in backward)."""
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required but the serving engines' six (step_host_us_per_seq,
-# moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms;
-# defaults 0, 1, 0, 1, 1 and 0) and the training planner's microbatch_host_ms and cross_entropy
+# Every field of both sections is required but the serving engines' seven (step_host_us_per_seq,
+# moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms,
+# nvls; defaults 0, 1, 0, 1, 1, 0 and true) and the training planner's microbatch_host_ms and cross_entropy
 # (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
@@ -88,6 +88,7 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "moe_compute_efficiency": number(lo=0.01, hi=1.0, unit="x the dense GEMMs' math rate"),
         "moe_layer_us": number("nonneg", hi=100_000, unit="us"),
         "weight_stream_efficiency": number(lo=0.01, hi=1.0, unit="x the memory roofline"),
+        "nvls": flag(),
     },
 }
 
@@ -118,6 +119,7 @@ class Engine:
     moe_compute_efficiency: float = 1.0  # serving: grouped-expert GEMMs' math rate, fraction of a dense GEMM's
     request_overhead_ms: float = 0.0  # serving: per request, from its send until the scheduler sees it
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
+    nvls: bool = True  # serving: its NCCL all-reduces may use NVLink SHARP (the engine leaves NCCL's NVLS on)
     aliases: tuple[str, ...] = ()
     vendors: tuple[str, ...] = ()  # the accelerator vendors it runs on (empty: any)
     sources: dict[str, str] = field(default_factory=dict)
@@ -162,7 +164,7 @@ class Engine:
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,
                 "moe_efficiency": self.moe_efficiency, "moe_layer_us": self.moe_layer_us,
                 "moe_compute_efficiency": self.moe_compute_efficiency, "request_overhead_ms": self.request_overhead_ms,
-                "weight_stream_efficiency": self.weight_stream_efficiency, "vendors": list(self.vendors),
+                "weight_stream_efficiency": self.weight_stream_efficiency, "nvls": self.nvls, "vendors": list(self.vendors),
                 "sources": dict(self.sources)}
 
 

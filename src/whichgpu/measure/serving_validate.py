@@ -117,10 +117,12 @@ class ServeScore:
     predicted_tpot_ms: float | None = None
     reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    row_id: str = ""  # the CSV's row_id (the first row of its measurement_group)
+    engine_version: str = ""  # the CSV's engine_version (blank where the source gives none)
 
     def to_dict(self) -> dict[str, Any]:
         e = self.errors()
-        return {"name": self.name, "group": self.group, "gpu": self.gpu, "engine": self.engine,
+        return {"name": self.name, "row_id": self.row_id, "engine_version": self.engine_version, "group": self.group, "gpu": self.gpu, "engine": self.engine,
                 "measured_ttft_ms": self.measured_ttft_ms, "measured_tpot_ms": self.measured_tpot_ms,
                 "predicted_ttft_ms": self.predicted_ttft_ms, "predicted_tpot_ms": self.predicted_tpot_ms,
                 "ttft_error": e[0] if e else None, "tpot_error": e[1] if e else None, **self.extra}
@@ -200,7 +202,7 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
         if match and match not in name:
             continue
         sc = ServeScore(name, f"{r['gpu']} {r['engine']}", r["gpu"], r["engine"], float(r["ttft_ms"]),
-                        float(r["tpot_ms"]))
+                        float(r["tpot_ms"]), row_id=r.get("row_id", ""), engine_version=r.get("engine_version", ""))
         sc.reason = _reason(r)
         if sc.reason:
             out.append(sc)

@@ -143,17 +143,19 @@ def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, sy
     return best
 
 
-def collective_time(kind: str, nbytes: float, group: int, system: System, params: PerfParams) -> float:
+def collective_time(kind: str, nbytes: float, group: int, system: System, params: PerfParams,
+                    nvls: bool = True) -> float:
     """Seconds of one tensor-parallel collective of a `nbytes` message over `group` GPUs of one
     node: a latency plus the ring's traffic over the bus: all-reduce 2 (n-1)/n of the message,
     all-gather (n-1)/n of the gathered result (NCCL's bus-bandwidth definitions, nccl-tests
     PERFORMANCE.md). The latency (launch, the group's synchronisation, the protocol's hops) grows
     with the group as log2(n) rounds of a tree or recursive-doubling exchange, each
-    `tp_collective_us` (fitted): one round for 2 GPUs, three for 8."""
+    `tp_collective_us` (fitted): one round for 2 GPUs, three for 8. ``nvls``: whether NCCL may run
+    NVLS (an engine that turns it off, as vLLM and SGLang do, all-reduces over the ring)."""
     if group <= 1 or nbytes <= 0:
         return 0.0
     bw = node_link(system, group, params).bytes_per_s
-    if kind == "all_reduce":  # NCCL runs NVLS where the switch fabric has it
+    if kind == "all_reduce" and nvls:  # NCCL runs NVLS where the switch fabric has it
         bw *= nvls_speedup(system, group)
     moved = 2.0 * (group - 1) / group * nbytes if kind == "all_reduce" else (group - 1) * nbytes
     return collective_latency_s(group, params) + moved / bw

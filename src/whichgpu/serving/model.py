@@ -35,6 +35,7 @@ from whichgpu.errors import InputError
 from whichgpu.hardware.engine import Engine, get_engine
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System
+from whichgpu.parallel.comm import nvls_speedup
 from whichgpu.parallel.models import planner_model
 from whichgpu.perf.device import Device
 from whichgpu.perf.params import load_params
@@ -370,6 +371,8 @@ def build(setup: Setup) -> ServingModel:
                        + (f", attention data parallel {adp}" if adp > 1 else "")
                        + (f", pipeline parallel {pp}" if pp > 1 else "")
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 and adp == 1 else "")
+                       + (f" ({eng.name} turns NCCL's NVLS off: ring all-reduces)"
+                          if tp > 2 and not eng.nvls and nvls_speedup(setup.system, setup.attn_tp) > 1.0 else "")
                        + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
                           if adp > 1 else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU"
