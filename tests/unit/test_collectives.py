@@ -8,6 +8,7 @@ import pytest
 from whichgpu.hardware.system import load_systems
 from whichgpu.parallel.comm import (
     NVLS_SPEEDUP,
+    all_to_all_time,
     allreduce_time,
     collective_time,
     node_link,
@@ -85,3 +86,25 @@ def test_tree_wins_at_scale_for_small_messages_and_ties_for_large(systems) -> No
     t_big, _ = allreduce_time(8e9, n, link, 8e9, s, span=n * 8)
     assert t_big == pytest.approx(2 * (n - 1) / n * 8e9 / link.bytes_per_s, rel=0.02)
     assert allreduce_time(0.0, n, link, 1e9, s)[0] == 0.0
+
+
+def test_all_to_all_across_nodes_leaves_through_each_gpus_own_rail(systems) -> None:  # type: ignore[no-untyped-def]
+    p = load_params()
+    b200, nvl72 = systems.get("hgx-b200"), systems.get("gb200-nvl72")
+    msg = 400e6  # one dispatch: each rank's tokens x top-k x hidden, 16-bit
+    # inside a node: (n-1)/n of it over the scale-up link, one latency step per peer
+    link = node_link(b200, 8, p)
+    assert all_to_all_time(msg, 8, b200, p) == pytest.approx(7 / 8 * msg / link.bytes_per_s + 7 * link.step_latency_s)
+    # 64 ranks over 8 nodes: 56/64 of the message leaves through the GPU's 50 GB/s rail (the NVLink
+    # share to its 7 node peers runs meanwhile), not over the node's 8 rails as a ring's bus
+    so = b200.scaleout
+    want = 56 / 64 * msg / (so.gbps_per_gpu * p.nccl_efficiency * 1e9) + 63 * so.latency_us * 1e-6
+    t64 = all_to_all_time(msg, 64, b200, p)
+    assert t64 == pytest.approx(want)
+    assert t64 > 7 * 63 / 64 * msg / ring_link(b200, 64, p).bytes_per_s
+    # the same 64 ranks inside one NVL72 NVLink domain stay on NVLink
+    nv = node_link(nvl72, 64, p)
+    assert all_to_all_time(msg, 64, nvl72, p) == pytest.approx(63 / 64 * msg / nv.bytes_per_s + 63 * nv.step_latency_s)
+    # EP 8 spread over 16 GPUs (expert tensor parallelism 2): 4 ranks per node, 4 elsewhere
+    t8 = all_to_all_time(msg, 8, b200, p, span=16)
+    assert t8 == pytest.approx(4 / 8 * msg / (so.gbps_per_gpu * p.nccl_efficiency * 1e9) + 7 * so.latency_us * 1e-6)

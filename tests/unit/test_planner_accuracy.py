@@ -61,8 +61,9 @@ def test_moe_rows_scored_apart_with_their_published_layouts() -> None:
     """The MoE rows (Megatron-Bridge, force-balanced dropless routing) run with their published TP, PP,
     VP and EP, experts whole (etp 1) as the recipes keep them, so the H100 Qwen3-235B rows fold EP 32
     over TP 2 x DP 16. The planner is optimistic for them, so they are a reported figure, not a
-    target: today median |error| 42.6 % (signed +42.6 %); GB200 NVL72 rows 6.4 % / +1.7 %, B200
-    +103 % signed, Qwen3-30B-A3B +181 %. Guards at today's figures."""
+    target: today median |error| 35.6 % (signed +35.6 %; 42.6 % before cross-node all-to-alls rode
+    each GPU's own network rail); GB200 NVL72 rows 6.4 % / +1.7 %, B200 +65 % signed, Qwen3-30B-A3B
+    +181 %. Guards at today's figures."""
     rows = pv.moe_training_rows(DATA / "llm_training.csv")
     scored = [r for r in rows if r.error is not None]
     assert len(scored) == len(rows) >= 19
@@ -71,6 +72,11 @@ def test_moe_rows_scored_apart_with_their_published_layouts() -> None:
     assert s["median"] <= 0.47 and 0.0 < s["signed"] <= 0.47  # optimistic today: the caveat's premise
     gb200 = pv.summary([r for r in scored if r.gpu == "gb200"])
     assert gb200["rows"] >= 5 and gb200["median"] <= 0.10
+    # EP 64 over 8 HGX B200 nodes: each GPU's 56/64 of a dispatch leaves through its own 400 Gb/s
+    # rail, which the GPU-bound layer waits for (predicted +133 % when the all-to-all took the
+    # node's 8 rails as a ring's bus does); EP 64 inside one GB200 NVL72 domain stays on NVLink
+    oss = [r for r in scored if r.name.startswith("GPT OSS 120B / B200") and "ep64" in r.layout]
+    assert len(oss) == 1 and abs(oss[0].error or 0.0) <= 0.10
 
 
 def test_moe_accuracy_file_matches_the_rows() -> None:

@@ -161,6 +161,32 @@ def collective_time(kind: str, nbytes: float, group: int, system: System, params
     return collective_latency_s(group, params) + moved / bw
 
 
+def all_to_all_time(nbytes: float, gpus: int, system: System, params: PerfParams, p2p: bool = True,
+                    span: int | None = None) -> float:
+    """Seconds of one all-to-all (expert-parallel dispatch or combine) in which each of `gpus` ranks,
+    placed over `span` GPUs of `system` (default `gpus`), sends `nbytes` spread evenly over the
+    group: (n-1)/n of it leaves the GPU. Inside a node the scale-up link carries it. Across nodes
+    every rank's share for the other nodes, (n - g)/n of it with g ranks in a node, leaves through
+    that GPU's own network rail (an all-to-all has no ring whose few node-crossing hops share the
+    node's rails) while its share for the g - 1 peers in the node crosses the scale-up link: the
+    slower of the two. The latency: one step per peer, as the ring's."""
+    if gpus <= 1 or nbytes <= 0:
+        return 0.0
+    span = max(span or gpus, gpus)
+    if span <= system.gpus_per_node:
+        link = node_link(system, gpus, params, p2p)
+        return (gpus - 1) / gpus * nbytes / link.bytes_per_s + link.step_latency_s * (gpus - 1)
+    so = system.scaleout
+    if so is None:
+        raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
+                         f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
+    per_node = min(gpus, max(1, system.gpus_per_node * gpus // span))
+    intra = node_link(system, per_node, params, p2p)
+    on_node = (per_node - 1) / gpus * nbytes / intra.bytes_per_s if per_node > 1 else 0.0
+    off_node = (gpus - per_node) / gpus * nbytes / (so.gbps_per_gpu * params.nccl_efficiency * 1e9)
+    return max(on_node, off_node) + so.latency_us * 1e-6 * (gpus - 1)
+
+
 def collective_latency_s(group: int, params: PerfParams) -> float:
     """The fixed part of one tensor-parallel collective over `group` GPUs of a node."""
     return params.tp_collective_us * 1e-6 * math.log2(max(2, group))

@@ -9,7 +9,8 @@ schedule). Evaluating one:
 2. Tensor-parallel collectives (two per layer per pass; reduce-scatter + all-gather under sequence
    parallelism, the same bytes) on the scale-up link; context-parallel K/V ring exchange overlapped
    with the attention kernels (what exceeds them is exposed); expert-parallel all-to-all dispatch
-   and combine (two per MoE layer per pass), exposed.
+   and combine (two per MoE layer per pass), exposed, across nodes through each GPU's own network
+   rail (parallel/comm.py all_to_all_time).
 3. Layers split over pp x vp virtual stages (remainders to the middle stages: the first stage
    carries the embedding, the last the LM head and loss); the pipeline schedule simulated pass by
    pass (parallel/schedule.py) with point-to-point activation transfers between stages.
@@ -38,6 +39,7 @@ from whichgpu.hardware.system import System
 from whichgpu.memory.states import shard_factors
 from whichgpu.parallel.comm import (
     Link,
+    all_to_all_time,
     allreduce_time,
     collective_time,
     node_link,
@@ -379,7 +381,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     def all_to_all(nbytes: float) -> float:
         if ep_link is None:
             return 0.0
-        return (plan.ep - 1) / plan.ep * nbytes / ep_link.bytes_per_s + ep_link.step_latency_s * (plan.ep - 1)
+        return all_to_all_time(nbytes, plan.ep, system, params, plan.p2p, span=plan.expert_tp * plan.ep)
 
     split = dict.fromkeys(("compute", "tp", "cp", "ep", "pp_p2p", "bubble", "dp", "optimizer", "overhead"), 0.0)
     f_s: list[float] = []
