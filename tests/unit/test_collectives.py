@@ -108,3 +108,17 @@ def test_all_to_all_across_nodes_leaves_through_each_gpus_own_rail(systems) -> N
     # EP 8 spread over 16 GPUs (expert tensor parallelism 2): 4 ranks per node, 4 elsewhere
     t8 = all_to_all_time(msg, 8, b200, p, span=16)
     assert t8 == pytest.approx(4 / 8 * msg / (so.gbps_per_gpu * p.nccl_efficiency * 1e9) + 7 * so.latency_us * 1e-6)
+
+
+def test_context_parallel_hops_across_nodes_take_one_gpus_rail(systems) -> None:  # type: ignore[no-untyped-def]
+    from whichgpu.parallel.comm import neighbour_link
+
+    p = load_params()
+    h = systems.get("dgx-h100")
+    rail = h.scaleout.gbps_per_gpu * p.nccl_efficiency * 1e9
+    # tp 2 x cp 8 = 16 GPUs over 2 nodes: 4 cp ranks a node; the two hops between the nodes each
+    # send a whole K/V chunk through one GPU's rail, where a ring collective stripes over 4 rails
+    assert neighbour_link(h, 8, p, span=16).bytes_per_s == pytest.approx(rail)
+    assert ring_link(h, 8, p, span=16).bytes_per_s == pytest.approx(4 * rail)
+    # inside a node: the scale-up link, as a ring's
+    assert neighbour_link(h, 4, p, span=8).bytes_per_s == node_link(h, 4, p).bytes_per_s

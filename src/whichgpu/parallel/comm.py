@@ -118,6 +118,26 @@ def ring_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, s
     return Link(intra.bytes_per_s, lat, intra.text)
 
 
+def neighbour_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, span: int | None = None) -> Link:
+    """The slowest hop of a ring of point-to-point sends over `gpus` GPUs placed over `span` (context
+    parallelism passing K/V to the next rank): each rank sends its whole chunk to one neighbour, so a
+    hop that leaves the node goes through that GPU's own network rail, not the node's rails that
+    NCCL's ring collectives stripe their channels over (`ring_link`)."""
+    span = max(span or gpus, gpus)
+    per_node = min(gpus, max(1, system.gpus_per_node * gpus // span))
+    intra = node_link(system, per_node, params, p2p)
+    if span <= system.gpus_per_node:
+        return intra
+    so = system.scaleout
+    if so is None:
+        raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
+                         f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
+    rail = so.gbps_per_gpu * params.nccl_efficiency * 1e9
+    if rail < intra.bytes_per_s:
+        return Link(rail, so.latency_us * 1e-6, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU)")
+    return Link(intra.bytes_per_s, so.latency_us * 1e-6, intra.text)
+
+
 def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, system: System,
                    span: int | None = None) -> tuple[float, str]:
     """(seconds, algorithm) of an all-reduce of `nbytes` in buckets of `bucket_bytes` over a ring

@@ -42,6 +42,7 @@ from whichgpu.parallel.comm import (
     all_to_all_time,
     allreduce_time,
     collective_time,
+    neighbour_link,
     node_link,
     nvls_speedup,
     ring_link,
@@ -367,7 +368,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     gpn = system.gpus_per_node
     tp_link = node_link(system, plan.tp, params, plan.p2p) if plan.tp > 1 else None
     cp_span = plan.tp * plan.cp
-    cp_link = ring_link(system, plan.cp, params, plan.p2p, span=cp_span) if plan.cp > 1 else None
+    cp_link = neighbour_link(system, plan.cp, params, plan.p2p, span=cp_span) if plan.cp > 1 else None
     ep_link = ring_link(system, plan.ep, params, plan.p2p, span=plan.expert_tp * plan.ep) if plan.ep > 1 else None
 
     def tp_coll(nbytes: float) -> float:
@@ -570,6 +571,8 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "data_parallel": dp_text,
             "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
                          f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",
+            "context_parallel": (f"{plan.cp} ranks pass K/V around a ring (slowest hop: {cp_link.text}), overlapped "
+                                 "with the attention kernels") if cp_link is not None else "none",
             "tensor_parallel": (f"{plan.tp} GPUs over {tp_link.text if tp_link else ''}, 2 collectives per layer per pass"
                                 + (", sequence parallel" if plan.sequence_parallel
                                    else ", NVLS all-reduce" if nvls_speedup(system, plan.tp) > 1 else ", ring all-reduce")
@@ -580,7 +583,9 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             "layout_order": "Megatron rank order tp, cp, dp, pp",
             **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
                        "grouped expert GEMMs timed per expert, "
-                       + (f"all-to-all dispatch and combine over {plan.ep} GPUs" if plan.ep > 1
+                       + (f"all-to-all dispatch and combine over {plan.ep} GPUs"
+                          + (" (across nodes: each GPU's share for other nodes through its own network rail)"
+                             if plan.expert_tp * plan.ep > gpn else "") if plan.ep > 1
                           else "every expert on each GPU") + "; " + moe_caveat()}
                if a.experts else {}),
         },
