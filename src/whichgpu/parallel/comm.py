@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from whichgpu.errors import InputError
-from whichgpu.hardware.system import System
+from whichgpu.hardware.system import ScaleOut, System
 from whichgpu.parallel.plan import Plan
 
 if TYPE_CHECKING:  # perf/ imports this package; the parameters are only read here
@@ -95,47 +95,48 @@ def node_link(system: System, group: int, params: PerfParams, p2p: bool = True) 
     return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S, text)
 
 
-def ring_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, span: int | None = None) -> Link:
-    """The bottleneck of a ring over `gpus` GPUs of `system` (placed over `span` GPUs, default
-    `gpus`): inside a node, or across nodes through the scale-out network per GPU when slower."""
+def _placement(system: System, gpus: int, params: PerfParams, p2p: bool,
+               span: int | None) -> tuple[int, Link, ScaleOut | None]:
+    """(GPUs of the group in one node, the link among them, the scale-out network when the group
+    spans nodes, else None) for `gpus` GPUs placed over `span` GPUs of `system` (default `gpus`)."""
     span = max(span or gpus, gpus)
     per_node = min(gpus, max(1, system.gpus_per_node * gpus // span))
     intra = node_link(system, per_node, params, p2p)
     if span <= system.gpus_per_node:
-        return intra
-    so = system.scaleout
-    if so is None:
+        return per_node, intra, None
+    if system.scaleout is None:
         raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
                          f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
-    # NCCL runs one ring per network rail: each of the group's GPUs in a node drives its own NIC,
-    # so the bus bandwidth across nodes is the node's share of the group times the per-GPU network
-    # (4 nodes of 8x B200 with 50 GB/s EFA per GPU measured 382 GB/s all-reduce bus bandwidth,
-    # shared/validation/kernels.csv), capped by the link inside the node.
-    net = per_node * so.gbps_per_gpu * params.nccl_efficiency * 1e9
+    return per_node, intra, system.scaleout
+
+
+def ring_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, span: int | None = None,
+              striped: bool = True) -> Link:
+    """The bottleneck of a ring over `gpus` GPUs of `system` (placed over `span` GPUs, default
+    `gpus`): inside a node, or across nodes through the scale-out network when slower.
+
+    NCCL's ring collectives (``striped``) run one ring per network rail: each of the group's GPUs in
+    a node drives its own NIC, so the bus bandwidth across nodes is the node's share of the group
+    times the per-GPU network (4 nodes of 8x B200 with 50 GB/s EFA per GPU measured 382 GB/s
+    all-reduce bus bandwidth, shared/validation/kernels.csv), capped by the link inside the node. A
+    ring of point-to-point sends (not striped: context parallelism passing K/V to the next rank)
+    sends each rank's whole chunk to one neighbour, so a hop that leaves the node goes through that
+    GPU's own rail."""
+    per_node, intra, so = _placement(system, gpus, params, p2p, span)
+    if so is None:
+        return intra
+    rails = per_node if striped else 1
+    net = rails * so.gbps_per_gpu * params.nccl_efficiency * 1e9
     lat = so.latency_us * 1e-6
     if net < intra.bytes_per_s:
-        return Link(net, lat, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU x {per_node} rail(s) per node)")
+        return Link(net, lat, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU"
+                    + (f" x {per_node} rail(s) per node)" if striped else ")"))
     return Link(intra.bytes_per_s, lat, intra.text)
 
 
 def neighbour_link(system: System, gpus: int, params: PerfParams, p2p: bool = True, span: int | None = None) -> Link:
-    """The slowest hop of a ring of point-to-point sends over `gpus` GPUs placed over `span` (context
-    parallelism passing K/V to the next rank): each rank sends its whole chunk to one neighbour, so a
-    hop that leaves the node goes through that GPU's own network rail, not the node's rails that
-    NCCL's ring collectives stripe their channels over (`ring_link`)."""
-    span = max(span or gpus, gpus)
-    per_node = min(gpus, max(1, system.gpus_per_node * gpus // span))
-    intra = node_link(system, per_node, params, p2p)
-    if span <= system.gpus_per_node:
-        return intra
-    so = system.scaleout
-    if so is None:
-        raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
-                         f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
-    rail = so.gbps_per_gpu * params.nccl_efficiency * 1e9
-    if rail < intra.bytes_per_s:
-        return Link(rail, so.latency_us * 1e-6, f"network {so.kind} ({so.gbps_per_gpu:g} GB/s per GPU)")
-    return Link(intra.bytes_per_s, so.latency_us * 1e-6, intra.text)
+    """The slowest hop of a ring of point-to-point sends (`ring_link`, not striped over rails)."""
+    return ring_link(system, gpus, params, p2p, span, striped=False)
 
 
 def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, system: System,
@@ -187,21 +188,13 @@ def all_to_all_time(nbytes: float, gpus: int, system: System, params: PerfParams
     placed over `span` GPUs of `system` (default `gpus`), sends `nbytes` spread evenly over the
     group: (n-1)/n of it leaves the GPU. Inside a node the scale-up link carries it. Across nodes
     every rank's share for the other nodes, (n - g)/n of it with g ranks in a node, leaves through
-    that GPU's own network rail (an all-to-all has no ring whose few node-crossing hops share the
-    node's rails) while its share for the g - 1 peers in the node crosses the scale-up link: the
+    that GPU's own network rail (where a ring collective stripes over all the node's rails) while its share for the g - 1 peers in the node crosses the scale-up link: the
     slower of the two. The latency: one step per peer, as the ring's."""
     if gpus <= 1 or nbytes <= 0:
         return 0.0
-    span = max(span or gpus, gpus)
-    if span <= system.gpus_per_node:
-        link = node_link(system, gpus, params, p2p)
-        return (gpus - 1) / gpus * nbytes / link.bytes_per_s + link.step_latency_s * (gpus - 1)
-    so = system.scaleout
+    per_node, intra, so = _placement(system, gpus, params, p2p, span)
     if so is None:
-        raise InputError(f"{span} GPUs span {-(-span // system.gpus_per_node)} nodes of {system.name}, which has no "
-                         f"scale-out network (at most {system.gpus_per_node} GPUs)", field="system")
-    per_node = min(gpus, max(1, system.gpus_per_node * gpus // span))
-    intra = node_link(system, per_node, params, p2p)
+        return (gpus - 1) / gpus * nbytes / intra.bytes_per_s + intra.step_latency_s * (gpus - 1)
     on_node = (per_node - 1) / gpus * nbytes / intra.bytes_per_s if per_node > 1 else 0.0
     off_node = (gpus - per_node) / gpus * nbytes / (so.gbps_per_gpu * params.nccl_efficiency * 1e9)
     return max(on_node, off_node) + so.latency_us * 1e-6 * (gpus - 1)
