@@ -188,11 +188,13 @@ def test_sglang_runs_vllms_kernel_profile_with_its_own_request_overhead() -> Non
     from whichgpu.hardware.engine import get_engine
 
     v, s = get_engine("vllm"), get_engine("sglang")
-    assert {k: x for k, x in s.to_dict().items() if k not in ("id", "name", "description", "sources",
-                                                               "request_overhead_ms")} == \
-        {k: x for k, x in v.to_dict().items() if k not in ("id", "name", "description", "sources",
-                                                            "request_overhead_ms")}
+    # its own: the request overhead, and no multicast all-reduce of its own (torch symmetric memory
+    # is opt-in in SGLang, on by default in vLLM)
+    own = ("id", "name", "description", "sources", "request_overhead_ms", "multimem_min_gpus")
+    assert {k: x for k, x in s.to_dict().items() if k not in own} == \
+        {k: x for k, x in v.to_dict().items() if k not in own}
     assert s.request_overhead_ms > v.request_overhead_ms > 0
+    assert s.multimem_min_gpus == 0 < v.multimem_min_gpus
     sg = _model("llama-3.1-8b", engine="sglang")
     vl = _model("llama-3.1-8b", engine="vllm")
     b = StepBatch(np.array([1024]), np.array([1024]), np.full(4, 500))

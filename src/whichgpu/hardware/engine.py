@@ -59,9 +59,9 @@ exp, sum and divide passes; a multiply and the cast back in backward)."""
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required but the serving engines' seven (step_host_us_per_seq,
+# Every field of both sections is required but the serving engines' nine (step_host_us_per_seq,
 # moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms,
-# nvls; defaults 0, 1, 0, 1, 1, 0 and true) and the training planner's microbatch_host_ms and cross_entropy
+# nvls, multimem_max_mb, multimem_min_gpus; defaults 0, 1, 0, 1, 1, 0, true, 0 and 0) and the training planner's microbatch_host_ms and cross_entropy
 # (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
@@ -89,6 +89,8 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "moe_layer_us": number("nonneg", hi=100_000, unit="us"),
         "weight_stream_efficiency": number(lo=0.01, hi=1.0, unit="x the memory roofline"),
         "nvls": flag(),
+        "multimem_max_mb": number("nonneg", hi=1_000_000, unit="MiB"),
+        "multimem_min_gpus": number("nonneg", hi=1024, unit="GPUs"),
     },
 }
 
@@ -120,10 +122,18 @@ class Engine:
     request_overhead_ms: float = 0.0  # serving: per request, from its send until the scheduler sees it
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
     nvls: bool = True  # serving: its NCCL all-reduces may use NVLink SHARP (the engine leaves NCCL's NVLS on)
+    multimem_max_mb: float = 0.0  # serving: all-reduces up to this size run the engine's own multicast (NVLS-like) kernel
+    multimem_min_gpus: float = 0.0  # ... over groups of at least this many GPUs (0: no such kernel)
     aliases: tuple[str, ...] = ()
     vendors: tuple[str, ...] = ()  # the accelerator vendors it runs on (empty: any)
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
+
+    def nvls_for(self, group: int, nbytes: float) -> bool:
+        """Whether an all-reduce of `nbytes` over `group` GPUs may reduce in the NVLink switch: NCCL's
+        NVLS where the engine leaves it on, else the engine's own multicast kernel within its limits
+        (vLLM's symmetric-memory all-reduce: multimem over 6-8 GPUs up to 64 MiB)."""
+        return self.nvls or (0 < self.multimem_min_gpus <= group and nbytes <= self.multimem_max_mb * 2**20)
 
     def unsupported_on(self, gpu_name: str, gpu_vendor: str) -> str | None:
         """Why this engine does not run on that accelerator (None when it does or may)."""
@@ -164,7 +174,8 @@ class Engine:
                 "grouped_kv": self.grouped_kv, "step_host_us_per_seq": self.step_host_us_per_seq,
                 "moe_efficiency": self.moe_efficiency, "moe_layer_us": self.moe_layer_us,
                 "moe_compute_efficiency": self.moe_compute_efficiency, "request_overhead_ms": self.request_overhead_ms,
-                "weight_stream_efficiency": self.weight_stream_efficiency, "nvls": self.nvls, "vendors": list(self.vendors),
+                "weight_stream_efficiency": self.weight_stream_efficiency, "nvls": self.nvls,
+                "multimem_max_mb": self.multimem_max_mb, "multimem_min_gpus": self.multimem_min_gpus, "vendors": list(self.vendors),
                 "sources": dict(self.sources)}
 
 

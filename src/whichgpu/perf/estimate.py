@@ -197,7 +197,8 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
         # A tensor-parallel collective: on the critical path (the next op needs its result).
         kind = "all_gather" if "all_gather" in o.tags else "all_reduce"
         group = next((int(t[6:]) for t in o.tags if t.startswith("group=")), 1)
-        t = collective_time(kind, o.bytes_read, group, system or default_system(dev.spec), p, nvls=eng.nvls)
+        t = collective_time(kind, o.bytes_read, group, system or default_system(dev.spec), p,
+                            nvls=eng.nvls_for(group, o.bytes_read))
         return t, 0.0, 0.0, 0.0, "communication", o.dtype, 0.0
     if parts:
         comp_bytes = sum(c.bytes_read + c.bytes_written for c in parts)

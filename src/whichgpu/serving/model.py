@@ -371,7 +371,9 @@ def build(setup: Setup) -> ServingModel:
                        + (f", attention data parallel {adp}" if adp > 1 else "")
                        + (f", pipeline parallel {pp}" if pp > 1 else "")
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 and adp == 1 else "")
-                       + (f" ({eng.name} turns NCCL's NVLS off: ring all-reduces)"
+                       + (f" ({eng.name} turns NCCL's NVLS off: ring all-reduces"
+                          + (f", but its own multicast all-reduce up to {eng.multimem_max_mb:g} MiB"
+                             if eng.multimem_min_gpus and setup.attn_tp >= eng.multimem_min_gpus else "") + ")"
                           if tp > 2 and not eng.nvls and nvls_speedup(setup.system, setup.attn_tp) > 1.0 else "")
                        + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
                           if adp > 1 else ""),

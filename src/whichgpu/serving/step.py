@@ -228,8 +228,9 @@ class StepModel:
         return total
 
     def _all_reduce_s(self, tokens: int) -> float:
-        return collective_time("all_reduce", max(1, tokens) * self.args.hidden * ACT_BYTES, self.tp, self.system,
-                               self.device.params, nvls=self.engine.nvls)
+        nbytes = max(1, tokens) * self.args.hidden * ACT_BYTES
+        return collective_time("all_reduce", nbytes, self.tp, self.system, self.device.params,
+                               nvls=self.engine.nvls_for(self.tp, nbytes))
 
     def _layer_comm_s(self, tokens: int) -> float:
         """One layer's collectives: two all-reduces over tensor parallelism; under DP attention an
@@ -241,8 +242,8 @@ class StepModel:
             return 2 * self._all_reduce_s(tokens)
         shard = max(1, tokens) * self.args.hidden * ACT_BYTES
         p = self.device.params
-        group = (collective_time("all_reduce", shard, self.attn_tp, self.system, p, nvls=self.engine.nvls)
-                 if self.attn_tp > 1 else 0.0)
+        group = (collective_time("all_reduce", shard, self.attn_tp, self.system, p,
+                                 nvls=self.engine.nvls_for(self.attn_tp, shard)) if self.attn_tp > 1 else 0.0)
         return group + 2 * collective_time("all_gather", shard, self.tp, self.system, p)
 
     def _lm_head_op(self, sampled: int) -> Op:
