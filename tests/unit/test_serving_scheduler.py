@@ -97,6 +97,37 @@ def test_decode_and_prefill_share_a_step_within_the_budget() -> None:
     assert rec.batches[1].prefill_context.tolist() == [1000]
 
 
+def test_prefill_first_steps_never_mix_prefill_with_decode() -> None:
+    # SGLang's default (no --enable-mixed-chunk): the same two requests as above, but request 0
+    # waits out request 1's second chunk instead of decoding beside it
+    rec = Recorder()
+    cfg = SchedulerConfig(num_blocks=10_000, max_num_batched_tokens=512, prefill_first=True)
+    r = simulate(Workload(RequestLengths(np.array([16, 1000]), np.array([50, 5])), ClosedLoop(2)), rec, cfg)
+    assert rec.batches[0].prefill_tokens.tolist() == [16, 496]
+    assert rec.batches[1].prefill_tokens.tolist() == [504] and rec.batches[1].decode_context.size == 0
+    assert rec.batches[2].prefill_tokens.size == 0 and rec.batches[2].decode_context.tolist() == [17, 1001]
+    assert all(b.prefill_tokens.size == 0 or b.decode_context.size == 0 for b in rec.batches)
+    mixed = simulate(Workload(RequestLengths(np.array([16, 1000]), np.array([50, 5])), ClosedLoop(2)), STEP,
+                     SchedulerConfig(num_blocks=10_000, max_num_batched_tokens=512))
+    # request 0 loses a step to the prefill: its answer ends later, request 1's first token does not
+    assert r.requests.finish_s[0] > mixed.requests.finish_s[0]
+    assert r.requests.first_token_s[1] <= mixed.requests.first_token_s[1]
+
+
+def test_prefill_first_admits_a_waiting_request_as_soon_as_its_blocks_fit() -> None:
+    # a decode run stops for a request that arrives: the next step prefills it, the decoders wait
+    rec = Recorder()
+    cfg = SchedulerConfig(num_blocks=10_000, max_num_batched_tokens=2048, prefill_first=True)
+    wl = Workload(RequestLengths(np.array([100, 100]), np.array([1000, 5])), Poisson(1.0, seed=0))
+    res = simulate(wl, rec, cfg)
+    arrival, first, finish = res.requests.arrival_s, res.requests.first_token_s, res.requests.finish_s
+    assert arrival[1] < finish[0]  # request 1 arrives while request 0 decodes (1,000 steps of ~10 ms)
+    prefills = [i for i, b in enumerate(rec.batches) if b.prefill_tokens.size]
+    assert len(prefills) == 2 and all(rec.batches[i].decode_context.size == 0 for i in prefills)
+    # its prefill is the first step that starts after it arrives: at most one step (~10 ms) of waiting
+    assert arrival[1] < first[1] <= arrival[1] + 2 * 11e-3
+
+
 def test_max_num_seqs_caps_the_batch() -> None:
     rec = Recorder()
     cfg = SchedulerConfig(num_blocks=100_000, max_num_seqs=3)
@@ -237,6 +268,8 @@ def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups:
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefix_cache_hit_rate=0.3),
     SchedulerConfig(num_blocks=500, groups=BlockGroups(16, 1, 2, 5), cpu_overhead_s=1e-3),
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, no_evict=True),
+    SchedulerConfig(num_blocks=100_000, max_num_seqs=8, max_num_batched_tokens=512, prefill_first=True),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefill_first=True),
 ])
 def test_decode_runs_change_nothing(workload: Workload, cfg: SchedulerConfig) -> None:
     fast = simulate(workload, STEP, cfg)

@@ -10,8 +10,9 @@ What each row is run with (stated in `ASSUMPTIONS`):
 - The engine knobs of AIConfigurator's own benchmark configs (its generator's benchmark rules,
   ``generator/rule_plugin/benchmark/{vllm,trtllm,sglang}.rule``): max_num_seqs = the row's
   ``batch_size`` (its concurrency per replica) and a step budget of batch_size + isl + 1500 tokens
-  (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens; SGLang max_prefill_tokens isl + 1500
-  with decode mixed in). The budget decides how a burst of prompts is chunked into steps.
+  (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens; SGLang max_prefill_tokens isl + 1500,
+  its steps prefilling or decoding, not both, as its default without --enable-mixed-chunk). The
+  budget decides how a burst of prompts is chunked into steps.
 - 10 x concurrency requests, the first C sent together (the benchmark length of AIConfigurator's
   evaluation runners, ``aiconfigurator/eval/benchmarks``). Its aiperf script
   (``generator/config/backend_templates/benchmark/bench_run.sh.j2``) sends 50 x C after a 2 x C
@@ -93,7 +94,8 @@ ASSUMPTIONS = {
     "workload": "closed loop at the row's concurrency, fixed isl, answers spread 10 % around osl (aiperf's "
                 "--osl-stddev; keeps the clients out of phase), 10 x concurrency requests, the first wave sent together",
     "engine": "AIConfigurator's benchmark knobs: max_num_seqs = the row's batch size, a step budget of batch size + "
-              "isl + 1500 tokens, chunked prefill mixed with decode; 90 % of GPU memory; the engine's profile (vllm, "
+              "isl + 1500 tokens, chunked prefill mixed with decode (sglang: a step prefills or decodes, its "
+              "default without --enable-mixed-chunk); 90 % of GPU memory; the engine's profile (vllm, "
               "sglang = vLLM's kernels with its own request overhead, tensorrt-llm); vllm and sglang admit on the next "
               "chunk's KV blocks and preempt, tensorrt-llm reserves each request's whole prompt and answer "
               "(GUARANTEED_NO_EVICT, its default) and never preempts",

@@ -96,6 +96,12 @@ preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LL
 ``SchedulerConfig.capacity_scheduler_policy``). vLLM and SGLang admit on the next chunk's blocks and
 preempt (SGLang: retract) under pressure."""
 
+PREFILL_FIRST_ENGINES = ("sglang",)
+"""Engines whose steps do not mix prefill with decode: SGLang's scheduler runs a prefill batch
+whenever it has one (``get_next_batch_to_run``: prefill first) and mixes the running requests' decode
+in only with ``--enable-mixed-chunk`` (``ServerArgs.enable_mixed_chunk = False``); vLLM and
+TensorRT-LLM put every running request's next token in each step (`scheduler.SchedulerConfig.prefill_first`)."""
+
 
 def layout_text(tp: int, ep: int = 1, pp: int = 1, attention_dp: int = 1) -> str:
     """A replica's parallel layout as reports print it: "TP8", "TP8 EP8 DP-attention 8", "TP4 PP2"."""
@@ -203,6 +209,11 @@ class ServingModel:
         preempts (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``; `scheduler.SchedulerConfig.no_evict`)."""
         return self.setup.engine in NO_EVICT_ENGINES
 
+    @property
+    def prefill_first(self) -> bool:
+        """Whether a step either prefills or decodes, never both (SGLang's default; `PREFILL_FIRST_ENGINES`)."""
+        return self.setup.engine in PREFILL_FIRST_ENGINES
+
     def scheduler_config(self, capacity: KvCapacity, **knobs: Any) -> SchedulerConfig:
         """The scheduler's pool of ``capacity`` with this setup's host time per step, request
         latency, admission policy and speculative decoding; ``knobs``: the other `SchedulerConfig`
@@ -210,6 +221,7 @@ class ServingModel:
         knobs.setdefault("cpu_overhead_s", self.cpu_overhead_s)
         knobs.setdefault("request_latency_s", self.request_latency_s)
         knobs.setdefault("no_evict", self.no_evict)
+        knobs.setdefault("prefill_first", self.prefill_first)
         return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
 
     def simulate(self, workload: Workload, config: SchedulerConfig, *, decode_runs: bool = True) -> ServingResult:
@@ -387,7 +399,10 @@ def build(setup: Setup) -> ServingModel:
                       "whole prompt and answer fit beside the running requests'; none is preempted, the rest queue"
                       if setup.engine in NO_EVICT_ENGINES else
                       "requests start when their next chunk's KV blocks fit; when the blocks run out the newest is "
-                      "preempted and recomputed later"),
+                      "preempted and recomputed later")
+                     + ("; a step prefills (pending chunks, then new requests) or decodes, never both: SGLang's "
+                        "prefill-first default (no --enable-mixed-chunk), the decoding requests wait out each prefill"
+                        if setup.engine in PREFILL_FIRST_ENGINES else ""),
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
                   + f", {cpu * 1e3:g} ms host time per step"
                   + (f" and {eng.step_host_us_per_seq:g} us per running request" if eng.step_host_us_per_seq else "")

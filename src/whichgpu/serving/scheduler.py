@@ -26,6 +26,13 @@ and answer fit beside what every running request may still take to finish; a run
 then always finds its blocks and nothing is ever preempted. Under load the requests wait in the
 queue instead of being preempted and recomputed.
 
+SGLang's default (``SchedulerConfig.prefill_first``; its ``Scheduler.get_next_batch_to_run`` runs
+a prefill batch whenever it has one, and mixes the running requests' decode into it only with
+``--enable-mixed-chunk``, off by default): a step either prefills, the running requests' pending
+chunks in admission order while their blocks fit and then admissions as in 2., with no decoding
+request in it, or, when there is nothing to prefill, runs 1. over every running request. The
+decoding requests wait out each prefill step.
+
 Prefix caching (optional): ``prefix_cache_hit_rate`` of each prompt (whole blocks, at most all but
 its last token, as vLLM caps a hit) is found cached when a request is (re)admitted: those tokens
 need no prefill compute but their blocks are still held by the request (no sharing between
@@ -104,6 +111,12 @@ class SchedulerConfig:
     """TensorRT-LLM's ``GUARANTEED_NO_EVICT``: admit a request only when the blocks of its whole
     prompt and answer fit beside the running requests' own (none is ever preempted); False:
     vLLM's and SGLang's admission on the blocks of the next chunk, with preemption."""
+
+    prefill_first: bool = False
+    """SGLang's default scheduling (no ``--enable-mixed-chunk``): a step either prefills (the running
+    requests' pending chunks, then admissions) with no decoding request in it, or, when there is
+    nothing to prefill, decodes every running request; False: vLLM's and TensorRT-LLM's steps that
+    mix prefill chunks with every running request's decode."""
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
@@ -267,6 +280,8 @@ class _Engine:
         """Schedule, time and advance one step."""
         cfg = self.cfg
         budget = cfg.max_num_batched_tokens
+        if cfg.prefill_first and self._prefill_step(budget):
+            return
         ids, new, budget, preempted, drafts = self._schedule_running(budget)
         self.head_blocked = False
         adm_ids: list[int] = []
@@ -296,6 +311,52 @@ class _Engine:
         if ids.size == 0:
             raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
         self._execute(ids, new, drafts)
+
+    def _prefill_step(self, budget: int) -> bool:
+        """SGLang's prefill-first step (``prefill_first``): the running requests' pending chunks in
+        admission order while their blocks fit (SGLang checks memory before it adds a chunk and
+        does not retract for one), then the waiting head and its followers as `_step` admits them,
+        no decoding request in the batch. Whether it ran (False: nothing to prefill, the caller
+        decodes every running request)."""
+        cfg, computed, held = self.cfg, self.computed, self.held
+        ids: list[int] = []
+        new: list[int] = []
+        for r in self.running:  # pending: a prompt (or a preempted request's recomputation) not all computed
+            if budget <= 0:
+                break
+            pending = int(self.total[r] - computed[r])
+            if pending <= 1 and self.out[r] > 0:
+                continue
+            n_new = min(pending, budget)
+            need = self.blocks.one(int(computed[r]) + n_new) - int(held[r])
+            if need > self.free:
+                break
+            held[r] += need
+            self.free -= need
+            budget -= n_new
+            ids.append(r)
+            new.append(n_new)
+        self.head_blocked = False
+        while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+            r = self.waiting[0]
+            cached, n_new, need = self._admission(r, budget)
+            if need > self.free or not self._reservable(r):
+                self.head_blocked = True
+                break
+            self.waiting.popleft()
+            self.running.append(r)
+            self.reserved += int(self.whole[r])
+            computed[r] = cached
+            held[r] = need
+            self.free -= need
+            budget -= n_new
+            ids.append(r)
+            new.append(n_new)
+        if not ids:
+            return False
+        self._execute(np.array(ids, np.int64), np.array(new, np.int64),
+                      np.zeros(len(ids), np.int64) if self.k else None)
+        return True
 
     def _reservable(self, r: int) -> bool:
         """Under no_evict, whether request ``r``'s blocks at its last step fit beside the running
@@ -468,12 +529,16 @@ class _Engine:
             # the waiting head may join the next step unless the blocks left after the running
             # requests' share of it fall short; the run's steps only take more, so then it waits
             # for a finish all run long (as after a preemption, which skips admission for a step)
-            budget = cfg.max_num_batched_tokens - len(running)
-            first = extra(1)
             head = self.waiting[0]
-            if budget > 0 and self._reservable(head) and (
-                    first > self.free or self._admission(head, budget)[2] <= self.free - first):
-                return False
+            if cfg.prefill_first:  # the head would get a prefill step of its own: the whole budget, all free blocks
+                if self._reservable(head) and self._admission(head, cfg.max_num_batched_tokens)[2] <= self.free:
+                    return False
+            else:
+                budget = cfg.max_num_batched_tokens - len(running)
+                first = extra(1)
+                if budget > 0 and self._reservable(head) and (
+                        first > self.free or self._admission(head, budget)[2] <= self.free - first):
+                    return False
         left = self.target[ids] - self.out[ids]
         first_finish = k = int(left.min())  # up to and including the next finish
         cum = (self._decode_times(ctx, k) + cfg.cpu_overhead_s).cumsum()
