@@ -200,12 +200,26 @@ def test_no_price_gives_null_cost() -> None:
     (("--rate", "1", "--spec-draft-len", "17", "--spec-acceptance", "0.5"), "--spec-draft-len"),
     (("--rate", "1", "--spec-draft-len", "4", "--spec-acceptance", "0.5", "--spec-draft-model", "qwen3-8b"),
      "--spec-draft-model"),  # another tokenizer
+    (("--rate", "1", "--mixed-chunk"), "--mixed-chunk"),  # SGLang's flag; vLLM always mixes
 ])
 def test_bad_input_exit_2(args: tuple[str, ...], flag: str) -> None:
     res = invoke("serve", *BASE, *args)
     assert res.exit_code == 2, res.output
     err = res.stderr.strip()
     assert err.startswith("error:") and "\n" not in err and flag in err, err
+
+
+def test_sglang_prefills_first_unless_mixed_chunk() -> None:
+    # SGLang's default: a step prefills or decodes, so the decoding requests wait out each prefill
+    # (TPOT up); with --mixed-chunk its prefill steps carry the decode, as vLLM's
+    args = ("llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--concurrency", "64", "--input-len", "2000",
+            "--output-len", "500", "--output-len-stddev", "50", "--requests", "640")
+    first = invoke_json("serve", SCHEMA, *args)
+    mixed = invoke_json("serve", SCHEMA, *args, "--mixed-chunk")
+    assert "prefill-first" in first["assumptions"]["scheduler"]
+    assert "--enable-mixed-chunk: prefill steps carry the decode" in mixed["assumptions"]["scheduler"]
+    assert first["tpot_ms"]["mean"] > mixed["tpot_ms"]["mean"]
+    assert invoke_json("serve", SCHEMA, *args, "--no-mixed-chunk")["tpot_ms"] == first["tpot_ms"]
 
 
 def test_engine_aliases_are_accepted() -> None:

@@ -67,6 +67,9 @@ def serve_cmd(
     replicas: int = int_option(1, "--replicas", bound=REPLICAS, help="Identical engine replicas behind a load "
                                "balancer; the load is split evenly over them."),
     engine: str = typer.Option("vllm", "--engine", help="vllm, sglang or tensorrt-llm."),
+    mixed_chunk: bool = typer.Option(None, "--mixed-chunk/--no-mixed-chunk", help="SGLang: its prefill steps carry "
+                                     "the running requests' decode (its --enable-mixed-chunk); default off, as "
+                                     "SGLang's: a step prefills or decodes. vLLM and TensorRT-LLM always mix."),
     concurrency: int = int_option(None, "--concurrency", bound=CONCURRENCY, help="Closed loop: requests in flight "
                                   "(all replicas), a new one sent as one finishes."),
     rate: float = float_option(None, "--rate", bound=RATE, help="Open loop: Poisson arrivals, requests per second "
@@ -112,7 +115,8 @@ def serve_cmd(
 
     rep = serve_run(
         model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, spec_draft_len=spec_draft_len,
-        spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine, concurrency=concurrency,
+        spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine,
+        mixed_chunk=mixed_chunk, concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
         output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
@@ -141,7 +145,8 @@ def serve_run(
     attention_dp: int = 1,
     spec_draft_len: int | None = None, spec_acceptance: float | None = None, spec_draft_model: str | None = None,
     replicas: int = 1,
-    engine: str = "vllm", concurrency: int | None = None, rate: float | None = None, input_len: int | None = None,
+    engine: str = "vllm", mixed_chunk: bool | None = None, concurrency: int | None = None, rate: float | None = None,
+    input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
     output_len_stddev: float = 0.0, precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
     max_num_seqs: int | None = None, max_batched_tokens: int | None = None, prefix_cache_hit_rate: float = 0.0,
@@ -200,7 +205,7 @@ def serve_run(
 
         spec = SpecDecode(spec_draft_len, spec_acceptance, spec_draft_model)
     sm = build(Setup(model, g, sys_, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype, engine=engine, pp=pp,
-                     spec=spec, attention_dp=attention_dp))
+                     spec=spec, attention_dp=attention_dp, mixed_chunk=mixed_chunk))
     if concurrency is not None and attention_dp > 1 and (concurrency // replicas) % attention_dp:
         raise InputError(f"--concurrency {concurrency} does not split evenly over {replicas} replica(s) x "
                          f"{attention_dp} attention groups", field="concurrency")

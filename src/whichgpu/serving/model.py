@@ -131,6 +131,14 @@ class Setup:
     expert parallelism, TensorRT-LLM enable_attention_dp): the ``tp`` GPUs form this many attention
     groups of tp / attention_dp GPUs, each with its own requests, scheduler and KV cache; the MLP or
     experts run over all ``tp`` GPUs on every group's tokens. 1: off."""
+    mixed_chunk: bool | None = None
+    """SGLang's ``--enable-mixed-chunk`` (True: its prefill steps carry the running requests' decode,
+    as vLLM's and TensorRT-LLM's always do); None: the engine's default (`PREFILL_FIRST_ENGINES`)."""
+
+    @property
+    def prefill_first(self) -> bool:
+        """Whether a step either prefills or decodes, never both (SGLang without --enable-mixed-chunk)."""
+        return self.engine in PREFILL_FIRST_ENGINES and not self.mixed_chunk
 
     @property
     def attn_tp(self) -> int:
@@ -211,8 +219,8 @@ class ServingModel:
 
     @property
     def prefill_first(self) -> bool:
-        """Whether a step either prefills or decodes, never both (SGLang's default; `PREFILL_FIRST_ENGINES`)."""
-        return self.setup.engine in PREFILL_FIRST_ENGINES
+        """Whether a step either prefills or decodes, never both (SGLang's default; `Setup.prefill_first`)."""
+        return self.setup.prefill_first
 
     def scheduler_config(self, capacity: KvCapacity, **knobs: Any) -> SchedulerConfig:
         """The scheduler's pool of ``capacity`` with this setup's host time per step, request
@@ -315,6 +323,9 @@ def build(setup: Setup) -> ServingModel:
     if ep > 1 and (not a.experts or a.experts % ep):
         raise InputError(f"expert parallelism {ep} needs an MoE model whose experts it divides "
                          f"({model_id}: {a.experts or 'no'} experts)", field="ep")
+    if setup.mixed_chunk is not None and setup.engine not in PREFILL_FIRST_ENGINES:
+        raise InputError(f"--mixed-chunk is SGLang's choice; {setup.engine} always puts every running request's "
+                         "decode in its prefill steps (give --engine sglang, or leave the flag out)", field="mixed_chunk")
     adp = setup.attention_dp
     if adp < 1 or tp % adp:
         raise InputError(f"attention data parallelism {adp} must divide the tensor-parallel GPUs ({tp}): each "
@@ -402,6 +413,7 @@ def build(setup: Setup) -> ServingModel:
                       "preempted and recomputed later")
                      + ("; a step prefills (pending chunks, then new requests) or decodes, never both: SGLang's "
                         "prefill-first default (no --enable-mixed-chunk), the decoding requests wait out each prefill"
+                        if setup.prefill_first else "; SGLang --enable-mixed-chunk: prefill steps carry the decode"
                         if setup.engine in PREFILL_FIRST_ENGINES else ""),
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
                   + f", {cpu * 1e3:g} ms host time per step"
