@@ -287,22 +287,7 @@ class _Engine:
         adm_ids: list[int] = []
         adm_new: list[int] = []
         if not preempted:
-            computed = self.computed
-            while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
-                r = self.waiting[0]
-                cached, n_new, need = self._admission(r, budget)
-                if need > self.free or not self._reservable(r):
-                    self.head_blocked = True  # until blocks are freed (a finish)
-                    break
-                self.waiting.popleft()
-                self.running.append(r)
-                self.reserved += int(self.whole[r])
-                computed[r] = cached
-                self.held[r] = need
-                self.free -= need
-                budget -= n_new
-                adm_ids.append(r)
-                adm_new.append(n_new)
+            self._admit(budget, adm_ids, adm_new)
         if adm_ids:
             ids = np.concatenate((ids, np.array(adm_ids, np.int64)))
             new = np.concatenate((new, np.array(adm_new, np.int64)))
@@ -318,7 +303,7 @@ class _Engine:
         does not retract for one), then the waiting head and its followers as `_step` admits them,
         no decoding request in the batch. Whether it ran (False: nothing to prefill, the caller
         decodes every running request)."""
-        cfg, computed, held = self.cfg, self.computed, self.held
+        computed, held = self.computed, self.held
         ids: list[int] = []
         new: list[int] = []
         for r in self.running:  # pending: a prompt (or a preempted request's recomputation) not all computed
@@ -337,11 +322,24 @@ class _Engine:
             ids.append(r)
             new.append(n_new)
         self.head_blocked = False
+        self._admit(budget, ids, new)
+        if not ids:
+            return False
+        self._execute(np.array(ids, np.int64), np.array(new, np.int64),
+                      np.zeros(len(ids), np.int64) if self.k else None)
+        return True
+
+    def _admit(self, budget: int, ids: list[int], new: list[int]) -> int:
+        """Admit waiting requests first come first served while ``budget`` tokens last and fewer
+        than max_num_seqs run, each with its first chunk, while its blocks fit (and, under no_evict,
+        its reservation); the head that does not fit stops admission (``head_blocked``). Appends the
+        admitted requests and their chunks to ``ids`` and ``new``; returns the budget left."""
+        cfg, computed, held = self.cfg, self.computed, self.held
         while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
             r = self.waiting[0]
             cached, n_new, need = self._admission(r, budget)
             if need > self.free or not self._reservable(r):
-                self.head_blocked = True
+                self.head_blocked = True  # until blocks are freed (a finish)
                 break
             self.waiting.popleft()
             self.running.append(r)
@@ -352,11 +350,7 @@ class _Engine:
             budget -= n_new
             ids.append(r)
             new.append(n_new)
-        if not ids:
-            return False
-        self._execute(np.array(ids, np.int64), np.array(new, np.int64),
-                      np.zeros(len(ids), np.int64) if self.k else None)
-        return True
+        return budget
 
     def _reservable(self, r: int) -> bool:
         """Under no_evict, whether request ``r``'s blocks at its last step fit beside the running
