@@ -61,8 +61,8 @@ NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
 # Every field of both sections is required but the serving engines' nine (step_host_us_per_seq,
 # moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms,
-# nvls, multimem_max_mb, multimem_min_gpus; defaults 0, 1, 0, 1, 1, 0, true, 0 and 0) and the training planner's microbatch_host_ms and cross_entropy
-# (defaults 0 and "fused"). Plausible ranges
+# nvls, multimem_max_mb, multimem_min_gpus; defaults 0, 1, 0, 1, 1, 0, true, 0 and 0) and the
+# training planner's microbatch_host_ms and cross_entropy (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
 _FIELDS: dict[str, dict[str, Field]] = {
@@ -122,7 +122,7 @@ class Engine:
     request_overhead_ms: float = 0.0  # serving: per request, from its send until the scheduler sees it
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
     nvls: bool = True  # serving: its NCCL all-reduces may use NVLink SHARP (the engine leaves NCCL's NVLS on)
-    multimem_max_mb: float = 0.0  # serving: all-reduces up to this size run the engine's own multicast (NVLS-like) kernel
+    multimem_max_mb: float = 0.0  # serving: all-reduces up to this size run the engine's multicast kernel
     multimem_min_gpus: float = 0.0  # ... over groups of at least this many GPUs (0: no such kernel)
     aliases: tuple[str, ...] = ()
     vendors: tuple[str, ...] = ()  # the accelerator vendors it runs on (empty: any)
@@ -175,7 +175,8 @@ class Engine:
                 "moe_efficiency": self.moe_efficiency, "moe_layer_us": self.moe_layer_us,
                 "moe_compute_efficiency": self.moe_compute_efficiency, "request_overhead_ms": self.request_overhead_ms,
                 "weight_stream_efficiency": self.weight_stream_efficiency, "nvls": self.nvls,
-                "multimem_max_mb": self.multimem_max_mb, "multimem_min_gpus": self.multimem_min_gpus, "vendors": list(self.vendors),
+                "multimem_max_mb": self.multimem_max_mb, "multimem_min_gpus": self.multimem_min_gpus,
+                "vendors": list(self.vendors),
                 "sources": dict(self.sources)}
 
 

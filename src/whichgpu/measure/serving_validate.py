@@ -124,7 +124,8 @@ class ServeScore:
 
     def to_dict(self) -> dict[str, Any]:
         e = self.errors()
-        return {"name": self.name, "row_id": self.row_id, "engine_version": self.engine_version, "group": self.group, "gpu": self.gpu, "engine": self.engine,
+        return {"name": self.name, "row_id": self.row_id, "engine_version": self.engine_version,
+                "group": self.group, "gpu": self.gpu, "engine": self.engine,
                 "measured_ttft_ms": self.measured_ttft_ms, "measured_tpot_ms": self.measured_tpot_ms,
                 "predicted_ttft_ms": self.predicted_ttft_ms, "predicted_tpot_ms": self.predicted_tpot_ms,
                 "ttft_error": e[0] if e else None, "tpot_error": e[1] if e else None, **self.extra}

@@ -188,8 +188,9 @@ def all_to_all_time(nbytes: float, gpus: int, system: System, params: PerfParams
     placed over `span` GPUs of `system` (default `gpus`), sends `nbytes` spread evenly over the
     group: (n-1)/n of it leaves the GPU. Inside a node the scale-up link carries it. Across nodes
     every rank's share for the other nodes, (n - g)/n of it with g ranks in a node, leaves through
-    that GPU's own network rail (where a ring collective stripes over all the node's rails) while its share for the g - 1 peers in the node crosses the scale-up link: the
-    slower of the two. The latency: one step per peer, as the ring's."""
+    that GPU's own network rail (where a ring collective stripes over all the node's rails) while
+    its share for the g - 1 peers in the node crosses the scale-up link: the slower of the two. The
+    latency: one step per peer, as the ring's."""
     if gpus <= 1 or nbytes <= 0:
         return 0.0
     per_node, intra, so = _placement(system, gpus, params, p2p, span)

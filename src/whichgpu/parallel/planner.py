@@ -369,7 +369,6 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     tp_link = node_link(system, plan.tp, params, plan.p2p) if plan.tp > 1 else None
     cp_span = plan.tp * plan.cp
     cp_link = neighbour_link(system, plan.cp, params, plan.p2p, span=cp_span) if plan.cp > 1 else None
-    ep_link = ring_link(system, plan.ep, params, plan.p2p, span=plan.expert_tp * plan.ep) if plan.ep > 1 else None
 
     def tp_coll(nbytes: float) -> float:
         return collective_time("all_reduce", nbytes, plan.tp, system, params) if plan.tp > 1 else 0.0
@@ -380,8 +379,6 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
         return (n - 1) * (nbytes / link.bytes_per_s + link.step_latency_s)
 
     def all_to_all(nbytes: float) -> float:
-        if ep_link is None:
-            return 0.0
         return all_to_all_time(nbytes, plan.ep, system, params, plan.p2p, span=plan.expert_tp * plan.ep)
 
     split = dict.fromkeys(("compute", "tp", "cp", "ep", "pp_p2p", "bubble", "dp", "optimizer", "overhead"), 0.0)
