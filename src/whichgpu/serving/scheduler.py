@@ -236,6 +236,7 @@ class _Engine:
         self.next_arrival = 0  # next sent request the scheduler has not seen
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
+        self._run_ids: np.ndarray | None = None  # self.running as an array; None: stale
         self.free = cfg.num_blocks
         self.t = 0.0
         self.steps = self.seq_steps = self.peak = self.done = 0
@@ -266,6 +267,13 @@ class _Engine:
         times = RequestTimes(self.arrival, self.first, self.finish, self.prompt, self.target, self.preempts)
         return summarise(times, num_blocks=self.cfg.num_blocks, peak_blocks_used=self.peak, steps=self.steps,
                          seq_steps=self.seq_steps)
+
+    def _running_ids(self) -> np.ndarray:
+        """The running requests as an int64 array, in admission order (read only)."""
+        a = self._run_ids
+        if a is None:
+            a = self._run_ids = np.array(self.running, np.int64)
+        return a
 
     def _arrive(self) -> None:
         """Queue every sent request that has reached the scheduler by now."""
@@ -343,6 +351,7 @@ class _Engine:
                 break
             self.waiting.popleft()
             self.running.append(r)
+            self._run_ids = None
             self.reserved += int(self.whole[r])
             computed[r] = cached
             held[r] = need
@@ -375,7 +384,7 @@ class _Engine:
         if not running:
             empty = np.zeros(0, np.int64)
             return empty, empty, budget, False, (empty if self.k else None)
-        ids = np.array(running, np.int64)
+        ids = self._running_ids()
         computed, held = self.computed, self.held
         new = self.total[ids] - computed[ids]  # >= 1 for every running request
         if self.k:
@@ -401,6 +410,7 @@ class _Engine:
         self.preempts[victims] += 1
         self.waiting.extendleft(victims[::-1].tolist())
         del self.running[cut:]
+        self._run_ids = ids[:cut]
         return True
 
     def _schedule_running_spec(self, ids: np.ndarray, new: np.ndarray,
@@ -428,10 +438,11 @@ class _Engine:
     def _execute(self, ids: np.ndarray, new: np.ndarray, drafts: np.ndarray | None = None) -> None:
         """Time the step over (ids, new tokens[, drafts]) and advance its requests."""
         computed, total = self.computed, self.total
-        ctx_before = computed[ids]
-        ctx_after = ctx_before + new
-        sampled = ctx_after == total[ids]  # whole context computed: one token sampled
-        decode = sampled & (new == 1) & (self.out[ids] > 0)
+        ctx_after = computed[ids] + new
+        tot = total[ids]
+        sampled = ctx_after == tot  # whole context computed: one token sampled
+        out_ids = self.out[ids]
+        decode = sampled & (new == 1) & (out_ids > 0)
         all_decode = np.count_nonzero(decode) == decode.size
         dec_drafts = None if drafts is None else drafts[decode]
         if all_decode:
@@ -449,13 +460,15 @@ class _Engine:
         if gen.size and dec_drafts is not None:
             self._advance_spec(ids, sampled, decode, dec_drafts, all_decode)
         elif gen.size:
-            out = self.out[gen] + 1
+            out = out_ids[sampled] + 1
             self.out[gen] = out
-            total[gen] += 1
+            total[gen] = tot[sampled] + 1
             if not all_decode:  # a decoding request has had its first token
                 fresh = gen[np.isnan(self.first[gen])]
                 self.first[fresh] = self.t
-            self._finish(gen[out == self.target[gen]])
+            fin = out == self.target[gen]
+            if fin.any():
+                self._finish(gen[fin])
 
     def _advance_spec(self, ids: np.ndarray, sampled: np.ndarray, decode: np.ndarray, drafts: np.ndarray,
                       all_decode: bool) -> None:
@@ -478,7 +491,9 @@ class _Engine:
             self.first[fresh] = self.t
         self._finish(gen[out == self.target[gen]])
 
-    def _finish(self, fin: np.ndarray) -> None:
+    def _finish(self, fin: np.ndarray, keep: np.ndarray | None = None) -> None:
+        """Requests ``fin`` have their last token: blocks freed, the closed loop's next sent.
+        ``keep``: the running requests left, in order, where the caller has them."""
         if not fin.size:
             return
         self.finish[fin] = self.t
@@ -486,8 +501,13 @@ class _Engine:
         self.free += int(self.held[fin].sum())
         self.reserved -= int(self.whole[fin].sum())
         self.held[fin] = 0
-        gone = set(fin.tolist())
-        self.running = [r for r in self.running if r not in gone]
+        if keep is None:
+            gone = set(fin.tolist())
+            self.running = [r for r in self.running if r not in gone]
+            self._run_ids = None
+        else:
+            self.running = keep.tolist()
+            self._run_ids = keep
         self.done += int(fin.size)
         if self.closed:  # each finish lets the next request be sent
             for _ in range(int(fin.size)):
@@ -509,9 +529,9 @@ class _Engine:
             if self.waiting and not (full or self.head_blocked):
                 return False
             return self._spec_run(full)
-        ids = np.array(running, np.int64)
+        ids = self._running_ids()
         ctx = self.total[ids]  # step j feeds token ctx + j
-        held_sum = int(self.held[ids].sum())
+        held_sum = cfg.num_blocks - self.free  # only running requests hold blocks
         last: list[tuple[np.ndarray, int]] = []  # the blocks held after extra()'s last steps, and their sum
 
         def extra(steps: int) -> int:  # blocks the first ``steps`` steps add
@@ -560,7 +580,8 @@ class _Engine:
         self.total[ids] += k
         self.peak = max(self.peak, cfg.num_blocks - self.free)
         if k == first_finish:  # else no request reached its last token
-            self._finish(ids[left == k])
+            done = left == k
+            self._finish(ids[done], ids[~done])
             return True
         return False
 
@@ -568,7 +589,7 @@ class _Engine:
         """`_decode_run` under speculative decoding: each step verifies k drafts per request and
         request i gains p_i(j) = (acc_i + j U) // Q - acc_i // Q tokens in its first j steps."""
         cfg, k, Q = self.cfg, self.k, PROGRESS_UNIT
-        ids = np.array(self.running, np.int64)
+        ids = self._running_ids()
         n = ids.size
         ctx = self.total[ids]
         left = self.target[ids] - self.out[ids]
@@ -577,7 +598,7 @@ class _Engine:
         base = acc // Q
         to_finish = -(-((base + left) * Q - acc) // U)  # steps until each request has its answer
         steps = int(to_finish.min())
-        held_sum = int(self.held[ids].sum())
+        held_sum = cfg.num_blocks - self.free  # only running requests hold blocks
 
         def gained(j: int) -> np.ndarray:
             g: np.ndarray = (acc + j * U) // Q - base
@@ -615,7 +636,7 @@ class _Engine:
         self.acc[ids] = acc + steps * U
         self.peak = max(self.peak, cfg.num_blocks - self.free)
         done = to_finish == steps
-        self._finish(ids[done])
+        self._finish(ids[done], ids[~done])
         return bool(done.any())
 
     def _decode_times(self, ctx: np.ndarray, k: int) -> np.ndarray:
