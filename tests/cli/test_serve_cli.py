@@ -225,6 +225,22 @@ def test_sglang_prefills_first_unless_mixed_chunk() -> None:
 def test_engine_aliases_are_accepted() -> None:
     doc = invoke_json("serve", SCHEMA, *BASE, "--rate", "1", "--requests", "50", "--engine", "trtllm")
     assert "GUARANTEED_NO_EVICT" in doc["assumptions"]["scheduler"]
+    assert "no chunked prefill" in doc["assumptions"]["scheduler"]
+
+
+def test_tensorrt_llm_takes_whole_prompts_within_its_max_num_tokens() -> None:
+    # no chunked prefill (TensorRT-LLM's default): a prompt over the step budget (its max_num_tokens,
+    # 8192 by default) is refused, a larger budget serves it
+    args = ("llama-3.1-8b", "--gpu", "h100", "--engine", "tensorrt-llm", "--rate", "1", "--input-len", "10000",
+            "--output-len", "20", "--requests", "20")
+    res = invoke("serve", *args)
+    assert res.exit_code == 1, res.output
+    assert res.stderr.startswith("no: tensorrt-llm does not chunk prefills") and "8,192" in res.stderr
+    assert "--max-batched-tokens 10000" in res.stderr and "\n" not in res.stderr.strip()
+    doc = invoke_json("serve", SCHEMA, *args, "--max-batched-tokens", "12000")
+    assert doc["ttft_ms"]["mean"] > 0
+    vllm = invoke_json("serve", SCHEMA, *args[:3], *args[5:])  # vLLM chunks the same prompt in 8,192-token steps
+    assert vllm["ttft_ms"]["mean"] > 0
 
 
 def test_bad_names_and_lengths_exit_2() -> None:

@@ -96,6 +96,11 @@ def test_tensorrt_llm_is_offered_on_nvidia_gpus_only() -> None:
     vllm = recommend_serving(ASK, gpus)  # vLLM runs on ROCm: the MI300X is weighed
     assert not any(o.kind == "engine" for o in vllm.others)
     assert any(o.gpu.vendor == "AMD" for o in [*vllm.ranked, *vllm.others])
+    # no chunked prefill: a prompt over TensorRT-LLM's max_num_tokens (8192) is refused, said per option
+    long = recommend_serving(replace(ASK, model="llama-3.1-8b", engine="tensorrt-llm", input_len=9000, output_len=20),
+                             gpus[1:])
+    assert not long.ranked and long.others
+    assert all(o.kind == "fit" and "does not chunk prefills" in o.reason for o in long.others)
 
 
 def test_bad_asks_are_one_line_errors() -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from whichgpu.errors import InputError, NoAnswerError
-from whichgpu.serving import kv_cache_capacity, kv_layout, kv_tokens_sglang, vllm_batch_defaults
+from whichgpu.serving import (
+    batch_defaults,
+    kv_cache_capacity,
+    kv_layout,
+    kv_tokens_sglang,
+    vllm_batch_defaults,
+)
 from whichgpu.serving.kv import DEFAULT_NON_TORCH_BYTES_TP, DEFAULT_NON_TORCH_BYTES_TP1, BlockGroups
 from whichgpu.units import GiB
 
@@ -138,6 +144,10 @@ def test_vllm_batch_defaults() -> None:
     assert vllm_batch_defaults(80 * 10**9, "NVIDIA H100 80GB HBM3") == (8192, 1024)
     assert vllm_batch_defaults(80 * 10**9, "NVIDIA A100-SXM4-80GB") == (2048, 256)
     assert vllm_batch_defaults(24 * GIB, "NVIDIA GeForce RTX 4090") == (2048, 256)
+    # TensorRT-LLM's own max_num_tokens (8192, also its longest prompt without chunked prefill)
+    assert batch_defaults("tensorrt-llm", 24 * GIB, "NVIDIA GeForce RTX 4090") == (8192, 256)
+    assert batch_defaults("sglang", 24 * GIB, "NVIDIA GeForce RTX 4090") == (2048, 256)
+    assert batch_defaults("vllm", 80 * 10**9, "NVIDIA H100 80GB HBM3") == (8192, 1024)
 
 
 def test_sglang_pool_for_comparison() -> None:

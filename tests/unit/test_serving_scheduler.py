@@ -97,6 +97,29 @@ def test_decode_and_prefill_share_a_step_within_the_budget() -> None:
     assert rec.batches[1].prefill_context.tolist() == [1000]
 
 
+def test_without_chunked_prefill_a_prompt_waits_for_a_step_with_room() -> None:
+    # TensorRT-LLM's default: two 600-token prompts and a 1,024-token budget. Chunked: step 0 takes
+    # request 0's prompt and 424 of request 1's; whole prompts: request 1 waits for step 1, beside
+    # request 0's first decode (context 601)
+    lengths = RequestLengths(np.array([600, 600]), np.array([5, 5]))
+    rec = Recorder()
+    simulate(Workload(lengths, ClosedLoop(2)), rec, SchedulerConfig(num_blocks=10_000, max_num_batched_tokens=1024))
+    assert rec.batches[0].prefill_tokens.tolist() == [600, 424]
+    whole = Recorder()
+    r = simulate(Workload(lengths, ClosedLoop(2)), whole,
+                 SchedulerConfig(num_blocks=10_000, max_num_batched_tokens=1024, chunked_prefill=False))
+    assert whole.batches[0].prefill_tokens.tolist() == [600] and whole.batches[0].decode_context.size == 0
+    assert whole.batches[1].prefill_tokens.tolist() == [600] and whole.batches[1].prefill_context.tolist() == [600]
+    assert whole.batches[1].decode_context.tolist() == [601]
+    assert all(b.prefill_tokens.tolist() in ([], [600]) for b in whole.batches)  # never a partial prompt
+    assert r.requests.first_token_s[1] == pytest.approx(STEP(whole.batches[0]) + STEP(whole.batches[1]))
+
+
+def test_without_chunked_prefill_a_prompt_over_the_budget_is_refused() -> None:
+    with pytest.raises(NoAnswerError, match="prompt of 5,000 tokens exceeds the step budget of 2,048"):
+        simulate(closed(1, 1, 5000, 2), STEP, SchedulerConfig(num_blocks=10_000, chunked_prefill=False))
+
+
 def test_prefill_first_steps_never_mix_prefill_with_decode() -> None:
     # SGLang's default (no --enable-mixed-chunk): the same two requests as above, but request 0
     # waits out request 1's second chunk instead of decoding beside it
@@ -270,6 +293,8 @@ def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups:
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, no_evict=True),
     SchedulerConfig(num_blocks=100_000, max_num_seqs=8, max_num_batched_tokens=512, prefill_first=True),
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefill_first=True),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=4096, no_evict=True, chunked_prefill=False),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=4096, chunked_prefill=False),
 ])
 def test_decode_runs_change_nothing(workload: Workload, cfg: SchedulerConfig) -> None:
     fast = simulate(workload, STEP, cfg)

@@ -93,7 +93,8 @@ def serve_cmd(
                                    "(default: vLLM's for the GPU, 256 or 1024)."),
     max_batched_tokens: int = int_option(None, "--max-batched-tokens", "--max-num-batched-tokens",
                                          bound=limits.SEQ_LEN, help="Token budget of one engine step (default: "
-                                         "vLLM's for the GPU, 2048 or 8192)."),
+                                         "vLLM's for the GPU, 2048 or 8192; TensorRT-LLM's 8192, also its longest "
+                                         "prompt: it does not chunk prefills)."),
     prefix_cache_hit_rate: float = float_option(0.0, "--prefix-cache-hit-rate", bound=HIT_RATE,
                                                 help="Share of each prompt found in the prefix cache."),
     slo_ttft_ms: float = float_option(None, "--slo-ttft-ms", bound=SLO_MS, help="Time-to-first-token target, ms: "
@@ -158,7 +159,7 @@ def serve_run(
     report's, SWEEP_POINTS rates up to saturation)."""
     from whichgpu.recommend.prices import catalog_prices
     from whichgpu.report.serve import ServeReport
-    from whichgpu.serving.kv import vllm_batch_defaults
+    from whichgpu.serving.kv import batch_defaults
     from whichgpu.serving.model import Setup, build, check_request_tokens, serving_engine
     from whichgpu.serving.slo import (
         PERCENTILES,
@@ -194,7 +195,7 @@ def serve_run(
     if spec_draft_model is not None and spec_draft_len is None:
         raise InputError("--spec-draft-model needs --spec-draft-len and --spec-acceptance", field="spec_draft_model")
     total_bytes = int(g.memory_gb * 1e9)
-    d_tokens, d_seqs = vllm_batch_defaults(total_bytes, g.name)
+    d_tokens, d_seqs = batch_defaults(engine, total_bytes, g.name)
     mbt = max_batched_tokens or d_tokens
     mns = max_num_seqs or d_seqs
 
@@ -216,6 +217,11 @@ def serve_run(
                       max_num_batched_tokens=mbt, max_num_seqs=mns)
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
                               prefix_cache_hit_rate=prefix_cache_hit_rate)
+    longest = int(pool.input_len.max())
+    if not cfg.chunked_prefill and longest > mbt:
+        raise NoAnswerError(f"{engine} does not chunk prefills (its default): a {longest:,}-token prompt exceeds its "
+                            f"step budget (max_num_tokens) of {mbt:,}, and the engine refuses it; "
+                            f"--max-batched-tokens {longest} or more serves it")
 
     # ---- the run: one replica (under DP attention one attention group), its share of the load ----
     units = replicas * attention_dp

@@ -12,7 +12,9 @@ What each row is run with (stated in `ASSUMPTIONS`):
   ``batch_size`` (its concurrency per replica) and a step budget of batch_size + isl + 1500 tokens
   (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens; SGLang max_prefill_tokens isl + 1500,
   its steps prefilling or decoding, not both, as its default without --enable-mixed-chunk). The
-  budget decides how a burst of prompts is chunked into steps.
+  budget decides how a burst of prompts is chunked into steps. TensorRT-LLM runs without chunked
+  prefill (its ``enable_chunked_prefill=False`` default, which AIConfigurator's templates keep):
+  whole prompts only, a second one waiting for a step with room.
 - 10 x concurrency requests, the first C sent together (the benchmark length of AIConfigurator's
   evaluation runners, ``aiconfigurator/eval/benchmarks``). Its aiperf script
   (``generator/config/backend_templates/benchmark/bench_run.sh.j2``) sends 50 x C after a 2 x C
@@ -95,7 +97,8 @@ ASSUMPTIONS = {
                 "--osl-stddev; keeps the clients out of phase), 10 x concurrency requests, the first wave sent together",
     "engine": "AIConfigurator's benchmark knobs: max_num_seqs = the row's batch size, a step budget of batch size + "
               "isl + 1500 tokens, chunked prefill mixed with decode (sglang: a step prefills or decodes, its "
-              "default without --enable-mixed-chunk); 90 % of GPU memory; the engine's profile (vllm, "
+              "default without --enable-mixed-chunk; tensorrt-llm: whole prompts mixed with decode, its default "
+              "without chunked prefill); 90 % of GPU memory; the engine's profile (vllm, "
               "sglang = vLLM's kernels with its own request overhead, tensorrt-llm); vllm and sglang admit on the next "
               "chunk's KV blocks and preempt, tensorrt-llm reserves each request's whole prompt and answer "
               "(GUARANTEED_NO_EVICT, its default) and never preempts",

@@ -188,7 +188,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
                   adp: int = 1) -> tuple[ServingOption, Any]:
     """The option with its engine built and capacity sized (or its reason), and the run context
     (under DP attention: one attention group's)."""
-    from whichgpu.serving.kv import vllm_batch_defaults
+    from whichgpu.serving.kv import batch_defaults
     from whichgpu.serving.model import Setup, build
 
     opt = ServingOption(g, sys_, tp, ep, adp)
@@ -199,7 +199,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
     try:
         sm = build(Setup(ask.model, g, sys_, tp=tp, ep=ep, precision=ask.precision, kv_dtype=ask.kv_dtype,
                          engine=ask.engine, attention_dp=adp))
-        tokens, seqs = vllm_batch_defaults(int(g.memory_gb * 1e9), g.name)
+        tokens, seqs = batch_defaults(ask.engine, int(g.memory_gb * 1e9), g.name)
         cap = sm.capacity(max_seq_len=ask.input_len + ask.output_len, max_num_batched_tokens=tokens,
                           max_num_seqs=seqs)
         cfg = sm.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens)
@@ -209,6 +209,11 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
     if cap.max_concurrency < 1:
         opt.reason = (f"the KV cache holds {cap.num_tokens:,} tokens, less than one request of "
                       f"{ask.input_len + ask.output_len:,}")
+        opt.kind = "fit"
+        return opt, None
+    if not cfg.chunked_prefill and ask.input_len > tokens:
+        opt.reason = (f"{ask.engine} does not chunk prefills: a {ask.input_len:,}-token prompt exceeds its "
+                      f"max_num_tokens of {tokens:,}")
         opt.kind = "fit"
         return opt, None
     opt.kv_tokens = cap.num_tokens
@@ -378,8 +383,11 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
             others.append(opt)
     more, ranked = ranked[ask.top:], ranked[:ask.top]
     assumptions = {
-        "engine": f"{ask.engine}: vLLM v1 scheduling with the GPU's default max_num_seqs and max_num_batched_tokens, "
-                  "90 % of GPU memory",
+        "engine": f"{ask.engine}: " + ("its scheduling (GUARANTEED_NO_EVICT, whole prompts, no chunked prefill) "
+                                        "with max_num_tokens 8192 and vLLM's max_num_seqs for the GPU"
+                                        if ask.engine == "tensorrt-llm" else
+                                        "vLLM v1 scheduling with the GPU's default max_num_seqs and "
+                                        "max_num_batched_tokens") + ", 90 % of GPU memory",
         "workload": f"Poisson arrivals at {ask.rate_per_s:g} requests/s split evenly over the replicas; "
                     f"{ask.input_len} prompt + {ask.output_len} answer tokens",
         "slo": f"P{ask.percentile} over the middle half of {PROBE_REQUESTS}+ requests per probe, bisection to "

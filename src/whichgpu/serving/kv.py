@@ -293,6 +293,19 @@ def vllm_batch_defaults(total_memory_bytes: int, device_name: str = "") -> tuple
     return 2048, 256
 
 
+TRTLLM_MAX_NUM_TOKENS = 8192
+"""TensorRT-LLM's default max_num_tokens (its ``BuildConfig``; trtllm-serve's ``--max_num_tokens``):
+without chunked prefill it is also the longest prompt the engine takes."""
+
+
+def batch_defaults(engine: str, total_memory_bytes: int, device_name: str = "") -> tuple[int, int]:
+    """(step token budget, most running requests) an engine runs with when not given: vLLM's
+    (`vllm_batch_defaults`, which SGLang and TensorRT-LLM are assumed to share for the requests),
+    but TensorRT-LLM's own max_num_tokens of `TRTLLM_MAX_NUM_TOKENS`."""
+    tokens, seqs = vllm_batch_defaults(total_memory_bytes, device_name)
+    return (TRTLLM_MAX_NUM_TOKENS if engine == "tensorrt-llm" else tokens), seqs
+
+
 def kv_tokens_sglang(*, free_after_weights_bytes: int, total_memory_bytes: int, mem_fraction_static: float,
                      layout: KvLayout) -> int:
     """SGLang's KV pool in tokens, for comparison: (free memory after loading the weights -

@@ -96,6 +96,11 @@ preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LL
 ``SchedulerConfig.capacity_scheduler_policy``). vLLM and SGLang admit on the next chunk's blocks and
 preempt (SGLang: retract) under pressure."""
 
+UNCHUNKED_ENGINES = ("tensorrt-llm",)
+"""Engines that do not split a prompt over steps by default: TensorRT-LLM's LLM API has
+``enable_chunked_prefill=False`` (AIConfigurator's benchmark configs keep it); a prompt is prefilled
+whole in one step, and one longer than max_num_tokens is refused. vLLM (v1) and SGLang chunk."""
+
 PREFILL_FIRST_ENGINES = ("sglang",)
 """Engines whose steps do not mix prefill with decode: SGLang's scheduler runs a prefill batch
 whenever it has one (``get_next_batch_to_run``: prefill first) and mixes the running requests' decode
@@ -230,6 +235,7 @@ class ServingModel:
         knobs.setdefault("request_latency_s", self.request_latency_s)
         knobs.setdefault("no_evict", self.no_evict)
         knobs.setdefault("prefill_first", self.prefill_first)
+        knobs.setdefault("chunked_prefill", self.setup.engine not in UNCHUNKED_ENGINES)
         return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
 
     def simulate(self, workload: Workload, config: SchedulerConfig, *, decode_runs: bool = True) -> ServingResult:
@@ -408,6 +414,8 @@ def build(setup: Setup) -> ServingModel:
                        and setup.engine in KV_FP8_ENGINES else ""),
         "scheduler": ("TensorRT-LLM's GUARANTEED_NO_EVICT (its default): a request starts when the KV blocks of its "
                       "whole prompt and answer fit beside the running requests'; none is preempted, the rest queue"
+                      + ("; no chunked prefill (its default): each prompt is prefilled whole in one step, within the "
+                         "step's token budget" if setup.engine in UNCHUNKED_ENGINES else "")
                       if setup.engine in NO_EVICT_ENGINES else
                       "requests start when their next chunk's KV blocks fit; when the blocks run out the newest is "
                       "preempted and recomputed later")

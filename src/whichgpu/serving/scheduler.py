@@ -24,7 +24,12 @@ TensorRT-LLM docs, "Useful Runtime Options: Capacity Scheduler Policy", and ``Sc
 in its LLM API reference): a waiting request is admitted only when the blocks of its whole prompt
 and answer fit beside what every running request may still take to finish; a running request
 then always finds its blocks and nothing is ever preempted. Under load the requests wait in the
-queue instead of being preempted and recomputed.
+queue instead of being preempted and recomputed. TensorRT-LLM also runs without chunked prefill
+by default (``SchedulerConfig.chunked_prefill``; LLM API ``enable_chunked_prefill=False``, kept by
+AIConfigurator's benchmark configs): a waiting request is admitted only with its whole prompt
+within the budget left, else it waits for a step with room, and a prompt longer than the whole
+budget is refused ("requests exceeding these limits may result in errors", TensorRT-LLM's
+deployment recipes, which name ``enable_chunked_prefill: true`` as the remedy).
 
 SGLang's default (``SchedulerConfig.prefill_first``; its ``Scheduler.get_next_batch_to_run`` runs
 a prefill batch whenever it has one, and mixes the running requests' decode into it only with
@@ -117,6 +122,13 @@ class SchedulerConfig:
     requests' pending chunks, then admissions) with no decoding request in it, or, when there is
     nothing to prefill, decodes every running request; False: vLLM's and TensorRT-LLM's steps that
     mix prefill chunks with every running request's decode."""
+
+    chunked_prefill: bool = True
+    """Whether a prompt may be split over steps (vLLM and SGLang chunk by default); False:
+    TensorRT-LLM's default (``enable_chunked_prefill=False``): a request is admitted only with its
+    whole prompt within the step's budget left, else it waits for a step with room, and a prompt
+    longer than the whole budget is refused (`NoAnswerError`). A preempted request's recomputation
+    longer than the budget is still split (the engines that preempt chunk)."""
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
@@ -217,6 +229,13 @@ class _Engine:
             raise NoAnswerError(
                 f"request {worst} ({int(self.prompt[worst])} prompt + {int(self.target[worst])} answer tokens) "
                 f"needs {int(need[worst])} KV blocks but the cache holds {cfg.num_blocks}")
+        if not cfg.chunked_prefill:
+            longest = int(np.argmax(self.prompt))
+            if int(self.prompt[longest]) > cfg.max_num_batched_tokens:
+                raise NoAnswerError(
+                    f"request {longest}'s prompt of {int(self.prompt[longest]):,} tokens exceeds the step budget of "
+                    f"{cfg.max_num_batched_tokens:,} (max_num_batched_tokens, TensorRT-LLM max_num_tokens): without "
+                    "chunked prefill the engine refuses it; a budget of at least the longest prompt serves it")
         self.total = self.prompt.copy()  # tokens known: prompt + generated
         self.computed = np.zeros(n, np.int64)  # tokens whose KV is cached
         self.out = np.zeros(n, np.int64)
@@ -346,6 +365,8 @@ class _Engine:
         while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
             r = self.waiting[0]
             cached, n_new, need = self._admission(r, budget)
+            if not self._whole(r, cached, n_new):
+                break  # no chunked prefill: the whole prompt, or wait for a step with the budget for it
             if need > self.free or not self._reservable(r):
                 self.head_blocked = True  # until blocks are freed (a finish)
                 break
@@ -360,6 +381,14 @@ class _Engine:
             ids.append(r)
             new.append(n_new)
         return budget
+
+    def _whole(self, r: int, cached: int, n_new: int) -> bool:
+        """Whether request ``r`` may take ``n_new`` tokens this step: always with chunked prefill,
+        else only its whole rest (or a chunk of a recomputation longer than any step's budget)."""
+        if self.cfg.chunked_prefill:
+            return True
+        rest = int(self.total[r]) - cached
+        return n_new == rest or rest > self.cfg.max_num_batched_tokens
 
     def _reservable(self, r: int) -> bool:
         """Under no_evict, whether request ``r``'s blocks at its last step fit beside the running
@@ -550,8 +579,9 @@ class _Engine:
             else:
                 budget = cfg.max_num_batched_tokens - len(running)
                 first = extra(1)
-                if budget > 0 and self._reservable(head) and (
-                        first > self.free or self._admission(head, budget)[2] <= self.free - first):
+                cached, n_new, need = self._admission(head, budget)
+                if budget > 0 and self._whole(head, cached, n_new) and self._reservable(head) and (
+                        first > self.free or need <= self.free - first):
                     return False
         left = self.target[ids] - self.out[ids]
         first_finish = k = int(left.min())  # up to and including the next finish
