@@ -100,7 +100,7 @@ def test_tensorrt_llm_is_offered_on_nvidia_gpus_only() -> None:
     long = recommend_serving(replace(ASK, model="llama-3.1-8b", engine="tensorrt-llm", input_len=9000, output_len=20),
                              gpus[1:])
     assert not long.ranked and long.others
-    assert all(o.kind == "fit" and "does not chunk prefills" in o.reason for o in long.others)
+    assert all(o.kind == "engine" and "does not chunk prefills" in o.reason for o in long.others)
 
 
 def test_bad_asks_are_one_line_errors() -> None:

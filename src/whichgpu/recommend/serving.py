@@ -43,6 +43,7 @@ from whichgpu.hardware.system import System, default_system
 from whichgpu.measure.serving_validate import validated_gpus
 from whichgpu.recommend.cost import CostModel, buy_usd_per_hour, rent_usd_per_hour
 from whichgpu.recommend.prices import UserPrice, resolve_prices
+from whichgpu.serving.kv import TRTLLM_MAX_NUM_TOKENS
 from whichgpu.serving.slo import held_concurrency, probe_requests
 
 TP_DEGREES = (1, 2, 4, 8)
@@ -212,9 +213,9 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
         opt.kind = "fit"
         return opt, None
     if not cfg.chunked_prefill and ask.input_len > tokens:
-        opt.reason = (f"{ask.engine} does not chunk prefills: a {ask.input_len:,}-token prompt exceeds its "
+        opt.reason = (f"{ask.engine} does not chunk prefills: it refuses a {ask.input_len:,}-token prompt, over its "
                       f"max_num_tokens of {tokens:,}")
-        opt.kind = "fit"
+        opt.kind = "engine"
         return opt, None
     opt.kv_tokens = cap.num_tokens
     opt.assumptions = dict(sm.assumptions)
@@ -384,7 +385,8 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
     more, ranked = ranked[ask.top:], ranked[:ask.top]
     assumptions = {
         "engine": f"{ask.engine}: " + ("its scheduling (GUARANTEED_NO_EVICT, whole prompts, no chunked prefill) "
-                                        "with max_num_tokens 8192 and vLLM's max_num_seqs for the GPU"
+                                        f"with max_num_tokens {TRTLLM_MAX_NUM_TOKENS} and vLLM's max_num_seqs for "
+                                        "the GPU"
                                         if ask.engine == "tensorrt-llm" else
                                         "vLLM v1 scheduling with the GPU's default max_num_seqs and "
                                         "max_num_batched_tokens") + ", 90 % of GPU memory",
