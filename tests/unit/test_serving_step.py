@@ -190,11 +190,12 @@ def test_sglang_runs_vllms_kernel_profile_with_its_own_request_overhead() -> Non
     v, s = get_engine("vllm"), get_engine("sglang")
     # its own: the request overhead, and no multicast all-reduce of its own (torch symmetric memory
     # is opt-in in SGLang, on by default in vLLM)
-    own = ("id", "name", "description", "sources", "request_overhead_ms", "multimem_min_gpus")
+    own = ("id", "name", "description", "sources", "request_overhead_ms", "multimem_min_gpus", "prefill_graph_tokens")
     assert {k: x for k, x in s.to_dict().items() if k not in own} == \
         {k: x for k, x in v.to_dict().items() if k not in own}
     assert s.request_overhead_ms > v.request_overhead_ms > 0
     assert s.multimem_min_gpus == 0 < v.multimem_min_gpus
+    assert s.prefill_graph_tokens == 0 < v.prefill_graph_tokens  # SGLang never graphs a prefill step
     sg = _model("llama-3.1-8b", engine="sglang")
     vl = _model("llama-3.1-8b", engine="vllm")
     b = StepBatch(np.array([1024]), np.array([1024]), np.full(4, 500))
@@ -253,3 +254,28 @@ def test_prefill_attention_is_memoised_by_its_chunk_shapes_only() -> None:
     again = [m(b) for b in reversed(batches)][::-1]
     assert again == first and [fresh(b) for b in batches] == first
     assert len(set(first[:3])) == 3 and first[3] > first[0]  # a decode joining adds its own cost
+
+
+def test_steps_outside_cuda_graphs_wait_for_the_hosts_launches() -> None:
+    m = _model("llama-3.1-70b", "b200", "hgx-b200", tp=8, precision="fp8").step_time
+    # per layer: qkv, o, the MLP's up, down and activation, add + norm, rotary (7), attention, two
+    # all-reduces = 10 kernels; 80 layers x 10 x vLLM's 60 us = 48 ms
+    assert m.eager_launch_s == pytest.approx(80 * 10 * m.engine.eager_kernel_host_us * 1e-6)
+    assert m.eager_launch_s == pytest.approx(0.048)
+    long = StepBatch(np.array([1024]), np.array([1024]), np.full(3, 2000))  # 1,027 tokens > 512: no graph
+    assert m._step_s(long) < m.eager_launch_s  # B200 runs the 1k prefill at TP 8 faster than the host launches it
+    assert m(long) == pytest.approx(m.eager_launch_s)
+    short = StepBatch(np.array([256]), np.array([256]), np.full(3, 2000))  # within vLLM's capture sizes
+    assert m(short) == pytest.approx(m._step_s(short)) and m(short) < m.eager_launch_s
+    decode = StepBatch.decode_only(np.full(600, 2000))  # decode steps replay graphs
+    assert m(decode) == pytest.approx(m._step_s(decode))
+    np.testing.assert_allclose(m.decode_run(np.full(600, 2000), 3),
+                               [m(StepBatch.decode_only(np.full(600, 2000 + j))) for j in range(3)], rtol=1e-12)
+    # a long prefill keeps the GPU busier than the launches: unchanged
+    big = StepBatch(np.array([8192]), np.array([8192]), np.zeros(0, np.int64))
+    assert m(big) == pytest.approx(m._step_s(big)) and m(big) > m.eager_launch_s
+    # SGLang launches every prefill step, however short; TensorRT-LLM's engine has no such cost
+    sg = _model("llama-3.1-70b", "b200", "hgx-b200", tp=8, precision="fp8", engine="sglang").step_time
+    assert sg(short) == pytest.approx(sg.eager_launch_s) and sg.eager_launch_s > sg._step_s(short)
+    trt = _model("llama-3.1-70b", "b200", "hgx-b200", tp=8, precision="fp8", engine="tensorrt-llm").step_time
+    assert trt.eager_launch_s == 0 and trt(long) == pytest.approx(trt._step_s(long))

@@ -59,9 +59,10 @@ exp, sum and divide passes; a multiply and the cast back in backward)."""
 DEFAULT_ENGINE = "pytorch"
 NAME = text(name=True)  # the id, name and aliases users type (--engine)
 
-# Every field of both sections is required but the serving engines' nine (step_host_us_per_seq,
+# Every field of both sections is required but the serving engines' eleven (step_host_us_per_seq,
 # moe_efficiency, moe_layer_us, weight_stream_efficiency, moe_compute_efficiency, request_overhead_ms,
-# nvls, multimem_max_mb, multimem_min_gpus; defaults 0, 1, 0, 1, 1, 0, true, 0 and 0) and the
+# nvls, multimem_max_mb, multimem_min_gpus, eager_kernel_host_us, prefill_graph_tokens; defaults 0,
+# 1, 0, 1, 1, 0, true, 0, 0, 0 and 0) and the
 # training planner's microbatch_host_ms and cross_entropy (defaults 0 and "fused"). Plausible ranges
 # (packaged: 0-35 us per op or MoE layer, 0-15 ms per step, 0.8-1.0 x bandwidth) are wide, and
 # catch a typo (1e300, a unit off by 10^6).
@@ -75,6 +76,8 @@ _FIELDS: dict[str, dict[str, Field]] = {
         "step_host_us_per_seq": number("nonneg", hi=100_000, unit="us"),
         "microbatch_host_ms": number("nonneg", hi=100_000, unit="ms"),
         "request_overhead_ms": number("nonneg", hi=100_000, unit="ms"),
+        "eager_kernel_host_us": number("nonneg", hi=100_000, unit="us"),
+        "prefill_graph_tokens": number("nonneg", hi=1_000_000, unit="tokens"),
     },
     "kernels": {
         "fusion": one_of(FUSIONS, required=True),
@@ -120,6 +123,8 @@ class Engine:
     moe_layer_us: float = 0.0  # serving: fixed GPU time of an MoE layer's routing and expert dispatch per step
     moe_compute_efficiency: float = 1.0  # serving: grouped-expert GEMMs' math rate, fraction of a dense GEMM's
     request_overhead_ms: float = 0.0  # serving: per request, from its send until the scheduler sees it
+    eager_kernel_host_us: float = 0.0  # serving: host time per kernel a step launches outside CUDA graphs
+    prefill_graph_tokens: float = 0.0  # serving: largest step with prefill tokens a graph replays (0: none)
     weight_stream_efficiency: float = 1.0  # serving: the GEMMs' weight reads, fraction of the memory roofline
     nvls: bool = True  # serving: its NCCL all-reduces may use NVLink SHARP (the engine leaves NCCL's NVLS on)
     multimem_max_mb: float = 0.0  # serving: all-reduces up to this size run the engine's multicast kernel
@@ -176,6 +181,7 @@ class Engine:
                 "moe_compute_efficiency": self.moe_compute_efficiency, "request_overhead_ms": self.request_overhead_ms,
                 "weight_stream_efficiency": self.weight_stream_efficiency, "nvls": self.nvls,
                 "multimem_max_mb": self.multimem_max_mb, "multimem_min_gpus": self.multimem_min_gpus,
+                "eager_kernel_host_us": self.eager_kernel_host_us, "prefill_graph_tokens": self.prefill_graph_tokens,
                 "vendors": list(self.vendors),
                 "sources": dict(self.sources)}
 

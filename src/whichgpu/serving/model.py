@@ -390,6 +390,7 @@ def build(setup: Setup) -> ServingModel:
                 f"{'experts' if a.experts else 'MLP'} over all {tp} GPUs on every group's tokens (the groups step in "
                 f"lockstep with equal batches), tokens all-gathered before and reduce-scattered after each MLP"
                 + (", attention output all-reduced within the group" if setup.attn_tp > 1 else ""))
+    launch_s = max(m.eager_launch_s for m in (step.stages if isinstance(step, PipelineStepTime) else (step,)))
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
                    f"embedding and LM head, {wb / 1e9:.1f} GB per GPU"
@@ -436,6 +437,11 @@ def build(setup: Setup) -> ServingModel:
                      if a.experts and eng.moe_compute_efficiency < 1 else "")
                   + (f", {eng.request_overhead_ms:g} ms per request before the scheduler sees it (front end, "
                      "tokenisation, hand-off; counted in TTFT)" if eng.request_overhead_ms else "")
+                  + ((f"; steps with prefill over {eng.prefill_graph_tokens:g} tokens" if eng.prefill_graph_tokens
+                      else "; prefill steps") + " run outside CUDA graphs: at least "
+                     f"{eng.eager_kernel_host_us:g} us of host time per kernel launched, "
+                     f"{launch_s * 1e3:.1f} ms a step" + (" per stage" if pp > 1 else "") + " for this model"
+                     if eng.graphs and eng.eager_kernel_host_us else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),
         "moe": "uniform routing: the experts a step reads are those its tokens reach" if a.experts else "dense",
         **notes,

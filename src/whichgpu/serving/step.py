@@ -32,6 +32,11 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
 * The LM head on the sampled tokens only (one per decoding request and per prompt whose last
   chunk runs), with the final norm; each kernel pays the CUDA-graph replay cost (vLLM and SGLang
   capture decode batches; TensorRT-LLM runs its engine's graph).
+* Steps the engine does not replay from a CUDA graph (vLLM: those with prefill tokens over its
+  largest capture size, 512 tokens; SGLang: every prefill step) have the host launch each kernel:
+  such a step takes at least the engine's ``eager_kernel_host_us`` per kernel of its layers
+  (`eager_launch_s`), the GPU waiting for the launches when they take longer than its work (a
+  short prefill on a fast GPU). Decode steps replay graphs and do not pay it.
 
 Decode attention is linear in the summed context (its bytes and FLOPs both are), and everything
 else depends on the token count only: a run of decode steps with a fixed batch is one evaluation
@@ -108,6 +113,7 @@ class StepModel:
     _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _parts: tuple[float, float, float] | None = field(default=None, repr=False)
     _prefill_attn: dict[tuple[float, int, int, int, float], float] = field(default_factory=dict, repr=False)
+    _eager: float | None = field(default=None, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
     @property
@@ -312,8 +318,34 @@ class StepModel:
         lo, hi = self.layer_span
         return (hi - lo) * self._cost([o])
 
+    @property
+    def eager_launch_s(self) -> float:
+        """Host time to launch one step's kernels outside CUDA graphs (the engine's
+        ``eager_kernel_host_us`` per kernel: each layer's GEMMs and elementwise kernels as
+        `_layer_ops` lists them, its attention and its collectives); 0 without such a cost."""
+        if self._eager is None:
+            us = self.engine.eager_kernel_host_us if self.engine.graphs else 0.0
+            comm = 0 if self.tp <= 1 else 2 if self.attn_dp <= 1 else 2 + (self.attn_tp > 1)
+            lo, hi = self.layer_span
+            kernels = sum(n * (sum(o.count for o in self._layer_ops(layer, 1)) + 1 + comm)
+                          for layer, n in layer_kinds(self.args, lo, hi))
+            self._eager = kernels * us * 1e-6
+        return self._eager
+
+    def _graphed(self, batch: StepBatch) -> bool:
+        """Whether the engine replays the step from a CUDA graph: a decode-only step, or one with
+        prefill tokens of at most ``prefill_graph_tokens`` tokens (vLLM's capture sizes; SGLang
+        never captures prefill)."""
+        return not batch.prefill_tokens.size or batch.num_tokens <= self.engine.prefill_graph_tokens
+
     # ---- the protocol -------------------------------------------------------------------
     def __call__(self, batch: StepBatch) -> float:
+        t = self._step_s(batch)
+        if self.engine.eager_kernel_host_us and not self._graphed(batch):
+            return max(t, self.eager_launch_s)  # the GPU waits for the host's launches
+        return t
+
+    def _step_s(self, batch: StepBatch) -> float:
         if batch.decode_drafts is not None:
             return self._spec_step(batch, batch.decode_drafts)
         sampled = batch.num_decode + int(batch.prefill_tokens.size)
