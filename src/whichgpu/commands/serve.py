@@ -218,7 +218,7 @@ def serve_run(
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
                               prefix_cache_hit_rate=prefix_cache_hit_rate)
     longest = int(pool.input_len.max())
-    if not cfg.chunked_prefill and longest > mbt:
+    if cfg.refuses(longest):
         raise NoAnswerError(f"{engine} does not chunk prefills (its default): a {longest:,}-token prompt exceeds its "
                             f"step budget (max_num_tokens) of {mbt:,}, and the engine refuses it; "
                             f"--max-batched-tokens {longest} or more serves it")

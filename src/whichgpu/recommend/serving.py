@@ -212,7 +212,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
                       f"{ask.input_len + ask.output_len:,}")
         opt.kind = "fit"
         return opt, None
-    if not cfg.chunked_prefill and ask.input_len > tokens:
+    if cfg.refuses(ask.input_len):
         opt.reason = (f"{ask.engine} does not chunk prefills: it refuses a {ask.input_len:,}-token prompt, over its "
                       f"max_num_tokens of {tokens:,}")
         opt.kind = "engine"

@@ -130,6 +130,11 @@ class SchedulerConfig:
     longer than the whole budget is refused (`NoAnswerError`). A preempted request's recomputation
     longer than the budget is still split (the engines that preempt chunk)."""
 
+    def refuses(self, prompt_tokens: int) -> bool:
+        """Whether the engine refuses a prompt of ``prompt_tokens``: one over the step's budget
+        without chunked prefill."""
+        return not self.chunked_prefill and prompt_tokens > self.max_num_batched_tokens
+
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
             v = getattr(self, name)
@@ -229,13 +234,12 @@ class _Engine:
             raise NoAnswerError(
                 f"request {worst} ({int(self.prompt[worst])} prompt + {int(self.target[worst])} answer tokens) "
                 f"needs {int(need[worst])} KV blocks but the cache holds {cfg.num_blocks}")
-        if not cfg.chunked_prefill:
-            longest = int(np.argmax(self.prompt))
-            if int(self.prompt[longest]) > cfg.max_num_batched_tokens:
-                raise NoAnswerError(
-                    f"request {longest}'s prompt of {int(self.prompt[longest]):,} tokens exceeds the step budget of "
-                    f"{cfg.max_num_batched_tokens:,} (max_num_batched_tokens, TensorRT-LLM max_num_tokens): without "
-                    "chunked prefill the engine refuses it; a budget of at least the longest prompt serves it")
+        longest = int(np.argmax(self.prompt))
+        if cfg.refuses(int(self.prompt[longest])):
+            raise NoAnswerError(
+                f"request {longest}'s prompt of {int(self.prompt[longest]):,} tokens exceeds the step budget of "
+                f"{cfg.max_num_batched_tokens:,} (max_num_batched_tokens, TensorRT-LLM max_num_tokens): without "
+                "chunked prefill the engine refuses it; a budget of at least the longest prompt serves it")
         self.total = self.prompt.copy()  # tokens known: prompt + generated
         self.computed = np.zeros(n, np.int64)  # tokens whose KV is cached
         self.out = np.zeros(n, np.int64)
