@@ -25,7 +25,7 @@ from whichgpu.serving import (
     simulate,
     spread_lengths,
 )
-from whichgpu.serving.scheduler import _Blocks, schedule_running
+from whichgpu.serving.scheduler import _Blocks, _Engine, _preemption_cut, schedule_running
 
 # 10 ms a step + 10 us a token + 1 ns per cached position a decode reads
 STEP = AffineStepTime(base_s=10e-3, per_token_s=10e-6, per_context_s=1e-9)
@@ -262,6 +262,49 @@ def test_vectorised_running_loop_matches_the_plain_loop() -> None:
         n, got_new, got_need, cut = schedule_running(new, computed, held, budget, free, blocks.many)
         ref = _loop_reference(new, computed, held, budget, free, blocks)
         assert (n, got_new.tolist(), got_need.tolist(), cut) == ref
+
+
+def test_preemption_cut_of_a_decode_step_matches_the_plain_loop() -> None:
+    # every running request decodes one token; their blocks fall short: the cut _short_step takes
+    rng = np.random.default_rng(1)
+    blocks = _Blocks(SchedulerConfig(num_blocks=1, block_size=4))
+    checked = 0
+    for _ in range(3000):
+        m = int(rng.integers(1, 14))
+        computed = rng.integers(0, 60, m)
+        held = np.array([blocks.one(int(c)) for c in computed])
+        ones = np.ones(m, np.int64)
+        need = blocks.many(computed + 1) - held
+        free = int(rng.integers(0, 4))
+        if int(need.sum()) <= free:
+            continue
+        n, _, _, cut = _loop_reference(ones, computed, held, m, free, blocks)
+        assert n == cut  # a decode step that falls short serves exactly the requests it keeps
+        if n:
+            assert _preemption_cut(need, held, free) == n
+            checked += 1
+    assert checked > 500
+
+
+def test_decode_steps_short_of_blocks_take_the_lean_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    lean = _Engine._short_step
+
+    def counted(self: _Engine) -> None:
+        calls.append(len(self.running))
+        lean(self)
+
+    monkeypatch.setattr(_Engine, "_short_step", counted)
+    cfg = SchedulerConfig(num_blocks=400, max_num_seqs=64, max_num_batched_tokens=1024)
+    wl = closed(120, 48, 300, 120)
+    fast = simulate(wl, STEP, cfg)
+    lean_steps = len(calls)
+    assert lean_steps and fast.preemptions >= lean_steps  # each lean step preempts
+    slow = simulate(wl, STEP, cfg, decode_runs=False)  # one step at a time: the generic scheduler only
+    assert len(calls) == lean_steps
+    np.testing.assert_allclose(fast.requests.finish_s, slow.requests.finish_s, rtol=1e-12)
+    assert (fast.requests.preemptions == slow.requests.preemptions).all()
+    assert (fast.steps, fast.peak_blocks_used) == (slow.steps, slow.peak_blocks_used)
 
 
 @pytest.mark.parametrize("groups", [BlockGroups(16), BlockGroups(4, 3), BlockGroups(1)])

@@ -64,7 +64,9 @@ room for another sequence, or a waiting head whose blocks do not fit beside the 
 next tokens: the run's later steps only take more blocks), is followed by a run of
 identical-composition steps until the next finish, arrival or block shortage; such a run is
 advanced at once (the step-time function's ``decode_run`` when it has one, see `batch.py`), and one
-that ends at a finish is followed by the next run of the requests left while nothing can join. Under
+that ends at a finish is followed by the next run of the requests left while nothing can join; one
+that ends short of blocks by the step that preempts the newest requests and decodes the rest, taken
+without the general scheduler (`_short_step`, the cut found from the end of the list). Under
 speculative decoding too, when every request's k drafts fit the budget: request i gains
 (acc_i + j U) // Q - acc_i // Q tokens in j steps, so the run's contexts, block needs and finish
 are closed forms (the step-time function's ``spec_decode_run``).
@@ -202,6 +204,10 @@ class _Blocks:
         return b
 
 
+_SHORT = False
+"""`_Engine._decode_run`'s answer when the run ended short of blocks: the next step preempts."""
+
+
 def simulate(workload: Workload, step_time: StepTime, config: SchedulerConfig, *,
              decode_runs: bool = True) -> ServingResult:
     """Run every request of ``workload`` through the engine; per-request times and aggregates.
@@ -264,6 +270,7 @@ class _Engine:
         self.t = 0.0
         self.steps = self.seq_steps = self.peak = self.done = 0
         self.head_blocked = False  # the waiting head did not fit in the free blocks
+        self.no_evict = cfg.no_evict
         self.reserved = 0  # no_evict: the running requests' blocks at their last step, summed
         self.all_decoding = False  # every running request was scheduled and sampled a token last step
         self.decode_run = step_time.decode_run if isinstance(step_time, DecodeRunStepTime) else None
@@ -284,8 +291,11 @@ class _Engine:
                 self._arrive()
                 # a run that ends at a finish goes straight on with the requests left while nothing
                 # can join (what the next scheduled pure-decode step would do, a run further); one
-                # cut by an arrival or short of blocks goes back to the scheduler
-                while self._decode_run():
+                # short of blocks is followed by the step that preempts (`_short_step`) and goes on;
+                # one cut by an arrival goes back to the scheduler
+                while (ended := self._decode_run()) is not None:
+                    if ended is _SHORT:
+                        self._short_step()
                     self._arrive()
         times = RequestTimes(self.arrival, self.first, self.finish, self.prompt, self.target, self.preempts)
         return summarise(times, num_blocks=self.cfg.num_blocks, peak_blocks_used=self.peak, steps=self.steps,
@@ -377,7 +387,8 @@ class _Engine:
             self.waiting.popleft()
             self.running.append(r)
             self._run_ids = None
-            self.reserved += int(self.whole[r])
+            if self.no_evict:
+                self.reserved += int(self.whole[r])
             computed[r] = cached
             held[r] = need
             self.free -= need
@@ -437,7 +448,8 @@ class _Engine:
         held = self.held
         victims = ids[cut:]
         self.free += int(held[victims].sum())
-        self.reserved -= int(self.whole[victims].sum())
+        if self.no_evict:
+            self.reserved -= int(self.whole[victims].sum())
         held[victims] = 0
         self.computed[victims] = 0
         self.preempts[victims] += 1
@@ -500,7 +512,7 @@ class _Engine:
                 fresh = gen[np.isnan(self.first[gen])]
                 self.first[fresh] = self.t
             fin = out == self.target[gen]
-            if fin.any():
+            if np.count_nonzero(fin):
                 self._finish(gen[fin])
 
     def _advance_spec(self, ids: np.ndarray, sampled: np.ndarray, decode: np.ndarray, drafts: np.ndarray,
@@ -532,7 +544,8 @@ class _Engine:
         self.finish[fin] = self.t
         self.head_blocked = False
         self.free += int(self.held[fin].sum())
-        self.reserved -= int(self.whole[fin].sum())
+        if self.no_evict:
+            self.reserved -= int(self.whole[fin].sum())
         self.held[fin] = 0
         if keep is None:
             gone = set(fin.tolist())
@@ -549,19 +562,21 @@ class _Engine:
                     self.sent += 1
 
     # -- runs of identical decode steps ------------------------------------------------------
-    def _decode_run(self) -> bool:
-        """Advance at once the pure-decode steps before the next event, when nothing can join;
-        whether the run ended at a finish (another run may go on with the requests left)."""
+    def _decode_run(self) -> bool | None:
+        """Advance at once the pure-decode steps before the next event, when nothing can join.
+        How the run ended: True at a finish (another run may go on with the requests left),
+        `_SHORT` when the next step's blocks fall short (that step preempts: `_short_step`), None
+        otherwise (back to the scheduler)."""
         cfg, running = self.cfg, self.running
         if not running or len(running) * (1 + self.k) > cfg.max_num_batched_tokens:
-            return False
+            return None
         full = len(running) >= cfg.max_num_seqs
         if not self.all_decoding:
-            return False
+            return None
         if self.k:
             if self.waiting and not (full or self.head_blocked):
-                return False
-            return self._spec_run(full)
+                return None
+            return self._spec_run(full) or None
         ids = self._running_ids()
         ctx = self.total[ids]  # step j feeds token ctx + j
         held_sum = cfg.num_blocks - self.free  # only running requests hold blocks
@@ -579,14 +594,14 @@ class _Engine:
             head = self.waiting[0]
             if cfg.prefill_first:  # the head would get a prefill step of its own: the whole budget, all free blocks
                 if self._reservable(head) and self._admission(head, cfg.max_num_batched_tokens)[2] <= self.free:
-                    return False
+                    return None
             else:
                 budget = cfg.max_num_batched_tokens - len(running)
                 first = extra(1)
                 cached, n_new, need = self._admission(head, budget)
                 if budget > 0 and self._whole(head, cached, n_new) and self._reservable(head) and (
                         first > self.free or need <= self.free - first):
-                    return False
+                    return _SHORT if first > self.free else None
         left = self.target[ids] - self.out[ids]
         first_finish = k = int(left.min())  # up to and including the next finish
         cum = (self._decode_times(ctx, k) + cfg.cpu_overhead_s).cumsum()
@@ -600,8 +615,9 @@ class _Engine:
             counted = self.blocks.added_by_steps(ctx, held_sum)
             fit = _most_steps_that_fit(k, extra if counted is None else counted, self.free)
         if fit == 0:
-            return False
-        if fit != k:  # the bisection's last probe need not be the answer
+            return None if cfg.prefill_first else _SHORT
+        short = fit != k
+        if short:  # the bisection's last probe need not be the answer
             k = fit
             extra(k)
         self.t += float(cum[k - 1])
@@ -613,11 +629,44 @@ class _Engine:
         self.out[ids] += k
         self.total[ids] += k
         self.peak = max(self.peak, cfg.num_blocks - self.free)
+        if short:
+            return None if cfg.prefill_first else _SHORT
         if k == first_finish:  # else no request reached its last token
             done = left == k
             self._finish(ids[done], ids[~done])
             return True
-        return False
+        return None
+
+    def _short_step(self) -> None:
+        """What `_step` does when every running request decodes and their next tokens' blocks
+        fall short (a `_decode_run` ended `_SHORT`; not under ``prefill_first`` or speculation):
+        the newest requests preempted until the rest fit, no admission, a decode step of the rest."""
+        ids = self._running_ids()
+        held = self.held
+        ctx = self.total[ids]  # each feeds its last token: its context after the step
+        h = held[ids]
+        need = self.blocks.many(ctx) - h
+        n = _preemption_cut(need, h, self.free)
+        if n == 0:
+            raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
+        self._preempt(ids, n)
+        self.head_blocked = False
+        ids, need, ctx = ids[:n], need[:n], ctx[:n]
+        held[ids] += need
+        self.free -= int(need.sum())
+        cfg = self.cfg
+        self.t += float(self.step_time(StepBatch.decode_only(ctx))) + cfg.cpu_overhead_s
+        self.steps += 1
+        self.seq_steps += n
+        self.peak = max(self.peak, cfg.num_blocks - self.free)
+        self.computed[ids] = ctx
+        self.total[ids] = ctx + 1
+        out = self.out[ids] + 1
+        self.out[ids] = out
+        self.all_decoding = True
+        fin = out == self.target[ids]
+        if np.count_nonzero(fin):
+            self._finish(ids[fin], ids[~fin])
 
     def _spec_run(self, full: bool) -> bool:
         """`_decode_run` under speculative decoding: each step verifies k drafts per request and
@@ -718,9 +767,7 @@ def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, bu
     c = need.cumsum()
     if c[-1] <= free:
         return b, new, need, m
-    suffix = np.zeros(m + 1, np.int64)  # suffix[s] = held[s:].sum()
-    suffix[:m] = np.cumsum(held[::-1])[::-1]
-    k = np.searchsorted(suffix[::-1], c - free, side="left")  # suffix[::-1] is non-decreasing
+    k = _cut_points(c, held, free)
     cut_at = m - k  # s_i; -1: not even preempting everything after i suffices
     idx = np.arange(b)
     stop = cut_at <= idx  # request i must preempt itself ...
@@ -729,3 +776,31 @@ def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, bu
         q = int(np.argmax(stop))
         return q, new[:q], need[:q], q
     return b, new, need, int(cut_at[-1])
+
+
+def _cut_points(c: np.ndarray, held: np.ndarray, free: int) -> np.ndarray:
+    """For each request i, how many requests from the end of the list must be preempted for the
+    first i + 1 requests' added blocks ``c[i]`` (cumulative) to fit: the least k with
+    free + (blocks held by the last k) >= c[i] (len(held) + 1: not even all of them)."""
+    m = held.size
+    suffix = np.zeros(m + 1, np.int64)  # suffix[k] = held[m - k:].sum()
+    np.cumsum(held[::-1], out=suffix[1:])
+    return np.searchsorted(suffix, c - free, side="left")
+
+
+def _preemption_cut(need: np.ndarray, held: np.ndarray, free: int) -> int:
+    """`schedule_running`'s cut when every running request takes all its tokens (one decoding
+    token each) and their blocks ``need`` fall short of ``free``: the requests from the returned
+    index s on are preempted, those before it served. As the needs are >= 0, the blocks request i
+    needs preempted from the end only grow with i, so s is the longest list whose needs fit once
+    the rest is preempted: free + held[s:].sum() >= need[:s].sum(). Preemptions free a request's
+    whole cache, so s is found a few requests from the end (a loop, not a search of all m)."""
+    c = need.cumsum().tolist()
+    h = held.tolist()
+    s = len(h)
+    while s > 0:
+        s -= 1
+        free += h[s]
+        if s and free >= c[s - 1]:
+            return s
+    return 0
