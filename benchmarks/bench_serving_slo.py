@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_serving_slo.py [--repeat N]``. Llama-3.1-8B on on
 (DGX H100), vLLM defaults (8,192-token budget, 1,024 sequences, gpu_memory_utilization 0.9),
 1,000-token prompts and answers; SLOs TTFT P90 <= 500 ms and TPOT P90 <= 20 ms. One search is
 what the command does for them: the saturation ceiling (a closed loop at the largest concurrency
-the KV cache holds), the lone-request floor, then bracketing and bisection over Poisson probes
+the KV cache holds), the lone-request floor, then the bracket narrowed by Poisson probes
 (serving/slo.py). Prints the median wall time of ``--repeat`` searches with the answer and the
 number of probes; also the time of one probe. Target (issue 13): at most 3 s per search.
 """

@@ -55,6 +55,51 @@ def test_finds_the_analytic_boundary() -> None:
     assert res.probes[0].rate_per_s == 9.5 and not res.probes[0].ok
 
 
+def bisection_probes(slo: Slo, ceiling: float, tol: float) -> int:
+    """Probes of halving from the ceiling, then bisecting to ``tol``: what the search replaces."""
+    n, hi, lo = 1, ceiling, ceiling / 2
+    while n := n + 1:
+        if slo.met(queue_like(lo)):
+            break
+        hi, lo = lo, lo / 2
+    while hi - lo > tol * hi:
+        n += 1
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if slo.met(queue_like(mid)) else (lo, mid)
+    return n
+
+
+def test_with_the_idle_run_as_the_low_end_fewer_probes_find_the_boundary() -> None:
+    # the idle run (rate 0) and the ceiling bracket the boundary at once: no halvings, and the
+    # margins' straight line puts the probes near 6
+    for tol, fewer in ((DEFAULT_REL_TOL, 2), (0.05, 0)):
+        slo = Slo(tpot_s=0.025)
+        res = search_max_rate(queue_like, slo, ceiling_per_s=9.5, idle=queue_like(0.0), rel_tol=tol)
+        assert res.max_rate_per_s is not None and 6.0 - tol * 9.5 <= res.max_rate_per_s <= 6.0
+        assert res.at_rate is not None and res.slo.met(res.at_rate)
+        assert len(res.probes) <= bisection_probes(slo, 9.5, tol) - fewer
+        ok = [p.rate_per_s for p in res.probes if p.ok]
+        bad = [p.rate_per_s for p in res.probes if not p.ok]
+        assert max(ok) == res.max_rate_per_s and min(bad) - res.max_rate_per_s <= tol * min(bad)
+
+
+def test_margin_is_at_most_zero_exactly_when_the_targets_are_met() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(500):
+        slo = Slo(ttft_s=float(rng.uniform(0.05, 0.5)) if rng.random() < 0.7 else None,
+                  tpot_s=float(rng.uniform(0.005, 0.05)), percentile=int(rng.choice([50, 90, 99])))
+        r = fake_result(float(rng.uniform(0.01, 1.0)), float(rng.uniform(0.001, 0.1)) if rng.random() < 0.9 else np.nan)
+        assert (slo.margin(r) <= 0) == slo.met(r)
+
+
+def test_no_answer_when_only_an_idle_engine_meets_the_targets() -> None:
+    # TPOT 10 ms alone and more at any rate: the probes fall to ceiling / 2**10 and fail there
+    res = search_max_rate(queue_like, Slo(tpot_s=0.010), ceiling_per_s=9.0, idle=queue_like(0.0))
+    assert res.max_rate_per_s is None and not res.idle_misses and res.lowest is not None
+    assert res.probes[-1].rate_per_s <= 9.0 / 2**MAX_HALVINGS and not any(p.ok for p in res.probes)
+    assert len(res.probes) <= 6
+
+
 def test_both_bounds_the_tighter_wins() -> None:
     # TTFT 50 ms x f <= 100 ms holds to rate 5; TPOT <= 25 ms to rate 6: the answer is near 5
     res = search_max_rate(queue_like, Slo(ttft_s=0.1, tpot_s=0.025), ceiling_per_s=9.5)

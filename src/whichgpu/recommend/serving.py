@@ -392,7 +392,7 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
                                         "max_num_batched_tokens") + ", 90 % of GPU memory",
         "workload": f"Poisson arrivals at {ask.rate_per_s:g} requests/s split evenly over the replicas; "
                     f"{ask.input_len} prompt + {ask.output_len} answer tokens",
-        "slo": f"P{ask.percentile} over the middle half of {PROBE_REQUESTS}+ requests per probe, bisection to "
+        "slo": f"P{ask.percentile} over the middle half of {PROBE_REQUESTS}+ requests per probe, bracket narrowed to "
                f"{REL_TOL:.0%}",
         "cost": ask.cost.describe(),
         "layout": (f"one replica per node of the GPU's default system, TP in {', '.join(map(str, TP_DEGREES))}"
