@@ -83,6 +83,42 @@ def test_with_the_idle_run_as_the_low_end_fewer_probes_find_the_boundary() -> No
         assert max(ok) == res.max_rate_per_s and min(bad) - res.max_rate_per_s <= tol * min(bad)
 
 
+def test_search_ends_within_the_tolerance_on_many_latency_curves() -> None:
+    # random monotone curves: smooth hockey sticks (a + b / (1 - rate / cap)^p) and steps, each
+    # searched from its idle value; the answer meets the targets and the first failing rate found
+    # lies within the tolerance above it, in a bounded number of probes
+    rng = np.random.default_rng(9)
+    searched = 0
+    for _ in range(300):
+        cap, a, b, p = float(rng.uniform(1, 50)), float(rng.uniform(0.2, 1)), float(rng.uniform(0.01, 1)), \
+            float(rng.uniform(0.5, 3))
+        step_at = float(rng.uniform(0.05, 0.95)) * cap if rng.random() < 0.3 else None
+
+        def curve(rate: float) -> ServingResult:
+            if step_at is not None:
+                f = 1.0 if rate < step_at else 50.0
+            else:
+                f = a + b / max(1e-9, 1.0 - rate / cap) ** p if rate < cap else 1e9
+            return fake_result(0.01 * f, 0.001 * f)
+
+        tol = float(rng.choice([0.01, 0.05]))
+        top = cap * float(rng.uniform(0.5, 1.0))
+        idle, busy = curve(0.0).tpot.p90, curve(top).tpot.p90
+        slo = Slo(tpot_s=idle + (busy - idle) * float(rng.uniform(0.0, 1.0)) ** 2)  # between the two
+        res = search_max_rate(curve, slo, ceiling_per_s=top, idle=curve(0.0), rel_tol=tol)
+        searched += not res.capped
+        if res.capped:
+            continue
+        assert len(res.probes) <= 30
+        if res.max_rate_per_s is None:
+            assert res.probes[-1].rate_per_s <= res.ceiling_per_s / 2**MAX_HALVINGS
+            continue
+        assert res.at_rate is not None and slo.met(res.at_rate)
+        above = min(pr.rate_per_s for pr in res.probes if not pr.ok)
+        assert res.max_rate_per_s < above and above - res.max_rate_per_s <= tol * above
+    assert searched > 250
+
+
 def test_margin_is_at_most_zero_exactly_when_the_targets_are_met() -> None:
     rng = np.random.default_rng(4)
     for _ in range(500):
