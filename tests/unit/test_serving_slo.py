@@ -4,6 +4,8 @@ no-answer and capped cases, the steady-state window and the saturation ceiling."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -83,6 +85,17 @@ def test_with_the_idle_run_as_the_low_end_fewer_probes_find_the_boundary() -> No
         assert max(ok) == res.max_rate_per_s and min(bad) - res.max_rate_per_s <= tol * min(bad)
 
 
+def latency_curve(cap: float, a: float, b: float, p: float, step_at: float | None) -> Callable[[float], ServingResult]:
+    """A monotone latency curve: a step at ``step_at`` (1x, then 50x), else a + b / (1 - rate / cap)^p."""
+    def curve(rate: float) -> ServingResult:
+        if step_at is not None:
+            f = 1.0 if rate < step_at else 50.0
+        else:
+            f = a + b / max(1e-9, 1.0 - rate / cap) ** p if rate < cap else 1e9
+        return fake_result(0.01 * f, 0.001 * f)
+    return curve
+
+
 def test_search_ends_within_the_tolerance_on_many_latency_curves() -> None:
     # random monotone curves: smooth hockey sticks (a + b / (1 - rate / cap)^p) and steps, each
     # searched from its idle value; the answer meets the targets and the first failing rate found
@@ -93,14 +106,7 @@ def test_search_ends_within_the_tolerance_on_many_latency_curves() -> None:
         cap, a, b, p = float(rng.uniform(1, 50)), float(rng.uniform(0.2, 1)), float(rng.uniform(0.01, 1)), \
             float(rng.uniform(0.5, 3))
         step_at = float(rng.uniform(0.05, 0.95)) * cap if rng.random() < 0.3 else None
-
-        def curve(rate: float) -> ServingResult:
-            if step_at is not None:
-                f = 1.0 if rate < step_at else 50.0
-            else:
-                f = a + b / max(1e-9, 1.0 - rate / cap) ** p if rate < cap else 1e9
-            return fake_result(0.01 * f, 0.001 * f)
-
+        curve = latency_curve(cap, a, b, p, step_at)
         tol = float(rng.choice([0.01, 0.05]))
         top = cap * float(rng.uniform(0.5, 1.0))
         idle, busy = curve(0.0).tpot.p90, curve(top).tpot.p90
