@@ -441,7 +441,7 @@ def build(setup: Setup) -> ServingModel:
                       else "; prefill steps") + " run outside CUDA graphs: at least "
                      f"{eng.eager_kernel_host_us:g} us of host time per kernel launched, "
                      f"{launch_s * 1e3:.1f} ms a step" + (" per stage" if pp > 1 else "") + " for this model"
-                     if eng.graphs and eng.eager_kernel_host_us else "")
+                     if eng.eager_kernel_host_us else "")
                   + (" (SGLang timed with vLLM's kernel profile)" if setup.engine == "sglang" else ""),
         "moe": "uniform routing: the experts a step reads are those its tokens reach" if a.experts else "dense",
         **notes,

@@ -33,7 +33,8 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
   chunk runs), with the final norm; each kernel pays the CUDA-graph replay cost (vLLM and SGLang
   capture decode batches; TensorRT-LLM runs its engine's graph).
 * Steps the engine does not replay from a CUDA graph (vLLM: those with prefill tokens over its
-  largest capture size, 512 tokens; SGLang: every prefill step) have the host launch each kernel:
+  largest capture size, 512 tokens; SGLang and TensorRT-LLM's PyTorch backend: every step with
+  prefill tokens) have the host launch each kernel:
   such a step takes at least the engine's ``eager_kernel_host_us`` per kernel of its layers
   (`eager_launch_s`), the GPU waiting for the launches when they take longer than its work (a
   short prefill on a fast GPU). Decode steps replay graphs and do not pay it.
@@ -324,7 +325,7 @@ class StepModel:
         ``eager_kernel_host_us`` per kernel: each layer's GEMMs and elementwise kernels as
         `_layer_ops` lists them, its attention and its collectives); 0 without such a cost."""
         if self._eager is None:
-            us = self.engine.eager_kernel_host_us if self.engine.graphs else 0.0
+            us = self.engine.eager_kernel_host_us
             comm = 0 if self.tp <= 1 else 2 if self.attn_dp <= 1 else 2 + (self.attn_tp > 1)
             lo, hi = self.layer_span
             kernels = sum(n * (sum(o.count for o in self._layer_ops(layer, 1)) + 1 + comm)
