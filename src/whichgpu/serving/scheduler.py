@@ -767,7 +767,9 @@ def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, bu
     c = need.cumsum()
     if c[-1] <= free:
         return b, new, need, m
-    k = _cut_points(c, held, free)
+    suffix = np.zeros(m + 1, np.int64)  # suffix[s] = held[s:].sum()
+    suffix[:m] = np.cumsum(held[::-1])[::-1]
+    k = np.searchsorted(suffix[::-1], c - free, side="left")  # suffix[::-1] is non-decreasing
     cut_at = m - k  # s_i; -1: not even preempting everything after i suffices
     idx = np.arange(b)
     stop = cut_at <= idx  # request i must preempt itself ...
@@ -776,16 +778,6 @@ def schedule_running(new: np.ndarray, computed: np.ndarray, held: np.ndarray, bu
         q = int(np.argmax(stop))
         return q, new[:q], need[:q], q
     return b, new, need, int(cut_at[-1])
-
-
-def _cut_points(c: np.ndarray, held: np.ndarray, free: int) -> np.ndarray:
-    """For each request i, how many requests from the end of the list must be preempted for the
-    first i + 1 requests' added blocks ``c[i]`` (cumulative) to fit: the least k with
-    free + (blocks held by the last k) >= c[i] (len(held) + 1: not even all of them)."""
-    m = held.size
-    suffix = np.zeros(m + 1, np.int64)  # suffix[k] = held[m - k:].sum()
-    np.cumsum(held[::-1], out=suffix[1:])
-    return np.searchsorted(suffix, c - free, side="left")
 
 
 def _preemption_cut(need: np.ndarray, held: np.ndarray, free: int) -> int:

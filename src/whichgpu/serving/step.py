@@ -335,8 +335,8 @@ class StepModel:
 
     def _graphed(self, batch: StepBatch) -> bool:
         """Whether the engine replays the step from a CUDA graph: a decode-only step, or one with
-        prefill tokens of at most ``prefill_graph_tokens`` tokens (vLLM's capture sizes; SGLang
-        never captures prefill)."""
+        prefill tokens of at most ``prefill_graph_tokens`` tokens (vLLM's capture sizes; SGLang and
+        TensorRT-LLM's PyTorch backend never capture prefill)."""
         return not batch.prefill_tokens.size or batch.num_tokens <= self.engine.prefill_graph_tokens
 
     # ---- the protocol -------------------------------------------------------------------
