@@ -363,3 +363,21 @@ def test_search_keeps_experts_whole_with_tensor_parallelism_unless_told() -> Non
     with pytest.raises(InputError) as e:
         _plan(etp=0).validate()
     assert e.value.field == "etp"
+
+
+def test_closest_layouts_that_do_not_fit_drop_variants_needing_the_same_memory() -> None:
+    """Selective recomputation under flash attention keeps no score matrix to drop: a layout that does
+    not fit with it needs what it needs without, only slower. The closest non-fitting list keeps the
+    faster of such twins, and layouts whose memory differs."""
+    from whichgpu.parallel.search import _closest
+
+    job = _job("llama-3-70b", gpus=8, gb=64, seq=8192)
+    ctx = Context.make(job)
+    none, selective, full = (evaluate(ctx, _plan(tp=8, dp=1, micro_batch=1, grad_accum=64, recompute=r))
+                             for r in ("none", "selective", "full"))
+    assert not none.fits and not selective.fits
+    assert selective.peak_memory_bytes == none.peak_memory_bytes and selective.step_s > none.step_s
+    assert full.peak_memory_bytes < none.peak_memory_bytes
+    kept = _closest([selective, none, full], top=5)
+    assert [r.plan.recompute for r in kept] == [full.plan.recompute, "none"]
+    assert len(_closest([selective, none, full], top=1)) == 1

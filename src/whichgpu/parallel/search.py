@@ -194,8 +194,26 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
         n += 1
         (fits if r.fits else nofit).append(r)
     fits.sort(key=lambda r: r.step_s)
-    nofit.sort(key=lambda r: r.peak_memory_bytes)
-    return SearchResult(fits[:top], nofit[:top], n, skipped, split_rules(job, fixed))
+    return SearchResult(fits[:top], _closest(nofit, top), n, skipped, split_rules(job, fixed))
+
+
+def _closest(nofit: list[Result], top: int) -> list[Result]:
+    """The `top` layouts that do not fit, least memory first; of those that differ only in a choice
+    that leaves their memory as it is (selective recomputation under flash attention, which keeps
+    no score matrix to drop; a schedule with the same in-flight micro-batches), the fastest alone:
+    the others tell nothing more about what would make the layout fit."""
+    out: list[Result] = []
+    seen: set[tuple[object, ...]] = set()
+    for r in sorted(nofit, key=lambda r: (r.peak_memory_bytes, r.step_s)):
+        p = r.plan
+        key = (p.tp, p.pp, p.vp, p.cp, p.ep, p.dp, p.micro_batch, p.grad_accum, p.sharding, r.peak_memory_bytes)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(r)
+        if len(out) == top:
+            break
+    return out
 
 
 def _states_floor(ctx: Context, plan: Plan, total: float) -> float:

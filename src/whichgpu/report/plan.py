@@ -93,9 +93,12 @@ def print_plan(job: Job, res: SearchResult) -> None:
         t = Table(title="closest layouts that do not fit")
         t.add_column("layout")
         t.add_column("mb x acc", justify="right")
+        t.add_column("sharding")
+        t.add_column("recompute")
         t.add_column("why")
         for r in res.not_fitting[:5]:
-            t.add_row(layout_text(r), f"{r.plan.micro_batch} x {r.plan.grad_accum}", r.reason)
+            t.add_row(layout_text(r), f"{r.plan.micro_batch} x {r.plan.grad_accum}", r.plan.sharding,
+                      r.plan.recompute or "none", r.reason)
         console.print(t)
 
 
@@ -144,7 +147,8 @@ def render_html(job: Job, res: SearchResult, gantt: str) -> str:
                     f"<td>{_e(p.sharding)}</td><td>{_e(p.recompute)}</td><td>{_e(p.schedule)}</td>"
                     f"<td>{r.step_s:.3g}</td><td>{r.tokens_per_s:,.0f}</td><td>{r.model_tflops_per_gpu:.0f}</td>"
                     f"<td>{r.mfu:.1%}</td><td>{r.peak_memory_bytes / 1e9:.1f}</td></tr>")
-    nofit = "".join(f"<li>{_e(layout_text(r))}, micro-batch {r.plan.micro_batch}: {_e(r.reason)}</li>"
+    nofit = "".join(f"<li>{_e(layout_text(r))}, micro-batch {r.plan.micro_batch}, {_e(r.plan.sharding)}, "
+                    f"recompute {_e(r.plan.recompute or 'none')}: {_e(r.reason)}</li>"
                     for r in res.not_fitting[:5])
     assumptions = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in (res.best[0].assumptions.items()
                                                                           if res.best else []))
