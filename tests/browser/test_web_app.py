@@ -202,6 +202,20 @@ def test_an_uploaded_config_becomes_the_model_and_a_malformed_one_shows_the_erro
     assert p.eval_on_selector("#f-model", "e => e.value") == model, "a failed upload leaves the model as it was"
 
 
+def test_the_closest_layouts_that_do_not_fit_say_how_each_differs(page: tuple[Any, Recorder], server: str) -> None:
+    """Llama-3-8B on two H100s: its pipeline layouts miss by a few GB; each row of the list names the
+    micro-batch, sharding and recomputation that set its memory, with the reason."""
+    p, _ = page
+    p.goto(f"{server}/#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=2&global_batch=4&seq_len=256")
+    answered(p)
+    heads = p.eval_on_selector_all("details table thead th", "hs => hs.map(h => h.textContent.trim())")
+    assert heads == ["layout", "mb x acc", "sharding", "recompute", "why"]
+    rows = p.eval_on_selector_all("details table tbody tr",
+                                  "rs => rs.map(r => Array.from(r.cells).map(c => c.textContent.trim()))")
+    assert rows and all(len(r) == 5 and r[4].startswith("needs ") for r in rows)
+    assert len({tuple(r[:4]) for r in rows}) == len(rows), "no two rows read the same"
+
+
 def test_bad_input_shows_the_one_line_error(page: tuple[Any, Recorder], server: str) -> None:
     p, rec = page
     rec.expected.append("the server responded with a status of 400 (Bad Request)")

@@ -460,7 +460,10 @@ function renderPlan(doc, el) {
   el.appendChild(g);
   if ((doc.not_fitting || []).length) {
     el.insertAdjacentHTML("beforeend", `<details><summary>closest layouts that do not fit</summary>` +
-      table([{ label: "layout", t: 1 }, { label: "why", t: 1, cls: "reason" }], doc.not_fitting.map((p) => [esc(p.layout), esc(p.reason)])) + `</details>`);
+      table([{ label: "layout", t: 1 }, { label: "mb x acc" }, { label: "sharding", t: 1 }, { label: "recompute", t: 1 },
+        { label: "why", t: 1, cls: "reason" }],
+        doc.not_fitting.map((p) => [esc(p.layout), `${fmt(p.micro_batch)} x ${fmt(p.grad_accum)}`, esc(p.sharding),
+          esc(p.recompute || "none"), esc(p.reason)])) + `</details>`);
   }
 }
 
