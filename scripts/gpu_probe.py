@@ -539,16 +539,25 @@ def run(out: Path, only: tuple[str, ...], device: str, gpu: str, quick: bool) ->
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "command": " ".join(sys.argv),
-        "rows": [dict(asdict(r), ratio=r.ratio) for r in p.rows],
+        "rows": [_finite(dict(asdict(r), ratio=r.ratio)) for r in p.rows],
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_probe.json").write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
+    (out / "gpu_probe.json").write_text(json.dumps(doc, indent=1, default=_json_default, allow_nan=False) + "\n")
     (out / "gpu_probe.md").write_text(_markdown(doc))
     return doc
 
 
+def _finite(v: Any) -> Any:
+    """`v` with every NaN or infinity (a failed probe's measurement) as None: strict JSON."""
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
 def _json_default(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else str(v)
+    return str(v)
 
 
 def _markdown(doc: dict[str, Any]) -> str:
@@ -565,7 +574,7 @@ def _markdown(doc: dict[str, Any]) -> str:
         notes = ", ".join(f"{k} {_fmt(v)}" for k, v in r["extra"].items())
         meas = r["measured_s"]
         lines.append(f"| {r['case']} | {meas * 1e3:.4g} | {pred} | {ratio} | {notes} |"
-                     if meas == meas else f"| {r['case']} | - | - | - | |")
+                     if meas is not None else f"| {r['case']} | - | - | - | |")
     return "\n".join(lines) + "\n"
 
 

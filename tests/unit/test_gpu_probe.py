@@ -47,3 +47,19 @@ def test_an_unknown_probe_is_refused_with_the_valid_ones(tmp_path: Path, capsys:
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "nope" in err and "prefill_layer" in err
     assert not (tmp_path / "gpu_probe.json").exists()
+
+
+def test_a_probe_that_breaks_leaves_a_failed_row_and_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = _module()
+
+    def broken(p: object) -> None:
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(mod, "probe_gemm", broken)
+    assert mod.main(["--out", str(tmp_path), "--device", "cpu", "--only", "gemm,launch"]) == 0
+    doc = json.loads((tmp_path / "gpu_probe.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    failed = [r for r in doc["rows"] if r["probe"] == "gemm"]
+    assert len(failed) == 1 and failed[0]["case"] == "FAILED: RuntimeError: no such kernel"
+    assert failed[0]["measured_s"] is None and failed[0]["ratio"] is None
+    assert [r for r in doc["rows"] if r["probe"] == "launch"], "the other probe still ran"
+    assert "| FAILED: RuntimeError: no such kernel | - |" in (tmp_path / "gpu_probe.md").read_text()
