@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -329,7 +330,7 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + torch.cat((-x2, x1), -1) * sin
 
 
-def probe_prefill_layer(p: Probe, compiled: bool = True) -> None:
+def probe_prefill_layer(p: Probe) -> None:
     mid, a, _ = planner_model("llama-3.1-8b")
     one = _shrink(a, p.quick)
     dtype = torch.bfloat16 if p.cuda else torch.float32
@@ -344,7 +345,7 @@ def probe_prefill_layer(p: Probe, compiled: bool = True) -> None:
                            lm_head=False, host=False).eager_launch_s
     floor_kernels = round(vllm_floor / (vllm.eager_kernel_host_us * 1e-6))  # the kernels the floor counts
     variants: list[tuple[str, Callable[..., torch.Tensor]]] = [("eager", layer)]
-    if compiled and p.cuda:
+    if p.cuda:
         variants.append(("compiled", torch.compile(layer, dynamic=False)))
     for t in ((16, 64) if p.quick else (128, 512, 1024, 2048, 4096, 8192)):
         x = torch.randn(t, one.hidden, device=p.dev, dtype=dtype)
@@ -352,7 +353,7 @@ def probe_prefill_layer(p: Probe, compiled: bool = True) -> None:
         freq = 1.0 / (500000.0 ** (torch.arange(0, one.head_dim // 2, device=p.dev, dtype=torch.float32) * 2 / one.head_dim))
         ang = torch.cat((pos * freq, pos * freq), -1)
         cos, sin = ang.cos().to(dtype), ang.sin().to(dtype)
-        batch = StepBatch(_i64([t]), _i64([t]), _i64([]))
+        batch = StepBatch(np.array([t], np.int64), np.array([t], np.int64), np.zeros(0, np.int64))
         pred = sm._step_s(batch)
         for name, fn in variants:
             with torch.inference_mode():
@@ -365,12 +366,6 @@ def probe_prefill_layer(p: Probe, compiled: bool = True) -> None:
             p.add("prefill_layer", f"{mid} layer forward T{t} {name}", dev_t, pred, host_s=host_t, kernels=kern,
                   host_us_per_kernel=(host_t / kern * 1e6) if kern else None, model_kernels=floor_kernels,
                   vllm_floor_s=vllm_floor)
-
-
-def _i64(v: list[int]) -> Any:
-    import numpy as np
-
-    return np.array(v, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
