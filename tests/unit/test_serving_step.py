@@ -106,8 +106,8 @@ def test_engine_host_time_per_request_and_moe_layer_latency() -> None:
     assert trt.step_time.engine.step_host_us_per_seq == 0 and trt.step_time.engine.moe_layer_us == 0
     ctx = np.full(64, 1500)
     # the same step without the two terms: the host time is 64 x the per-request cost on top ...
-    def fresh(step, **kw):  # type: ignore[no-untyped-def]  # the same step model under another engine, uncached
-        return replace(step, engine=replace(step.engine, **kw), _fixed={}, _rates=None)
+    def fresh(step, **kw):  # type: ignore[no-untyped-def]  # the same step model under another engine
+        return replace(step, engine=replace(step.engine, **kw))  # (a copy starts with empty memo tables)
 
     plain = fresh(vllm.step_time, step_host_us_per_seq=0.0, moe_layer_us=0.0)
     no_host = fresh(vllm.step_time, step_host_us_per_seq=0.0)
@@ -169,8 +169,7 @@ def test_moe_expert_math_runs_below_a_dense_gemms_rate_in_prefill_not_in_small_d
     m = _model("qwen3-235b-a22b", "h200", "dgx-h200", tp=4, precision="fp8")
     st = m.step_time
     assert st.engine.moe_compute_efficiency < 1  # vllm's profile
-    full = dataclasses.replace(st, engine=dataclasses.replace(st.engine, moe_compute_efficiency=1.0), _fixed={},
-                               _rates=None, _head_passes={}, _parts=None)
+    full = dataclasses.replace(st, engine=dataclasses.replace(st.engine, moe_compute_efficiency=1.0))
     prefill = StepBatch(np.array([4096]), np.array([4096]), np.zeros(0, np.int64))
     decode = StepBatch.decode_only(np.full(8, 1024))
     # a 4k-token prefill is bound by the experts' math: slower at the engine's grouped-GEMM rate
@@ -179,8 +178,7 @@ def test_moe_expert_math_runs_below_a_dense_gemms_rate_in_prefill_not_in_small_d
     assert st(decode) == pytest.approx(full(decode), rel=0.02)
     # a dense model has no expert GEMMs: the field does not apply
     d = _model("llama-3.1-70b", "h200", "dgx-h200", tp=4, precision="fp8").step_time
-    dfull = dataclasses.replace(d, engine=dataclasses.replace(d.engine, moe_compute_efficiency=1.0), _fixed={},
-                                _rates=None, _head_passes={}, _parts=None)
+    dfull = dataclasses.replace(d, engine=dataclasses.replace(d.engine, moe_compute_efficiency=1.0))
     assert d(prefill) == pytest.approx(dfull(prefill), rel=1e-12)
 
 
@@ -281,3 +279,28 @@ def test_steps_outside_cuda_graphs_wait_for_the_hosts_launches() -> None:
         assert e.eager_launch_s == pytest.approx(0.048)
         assert e(short) == pytest.approx(e.eager_launch_s) and e.eager_launch_s > e._step_s(short)
         assert e(decode) == pytest.approx(e._step_s(decode)) and e(big) == pytest.approx(e._step_s(big))
+
+
+def test_a_batchs_totals_count_each_chunk_and_decode_request() -> None:
+    # two prefill chunks: 100 new tokens after 400 cached, and a fresh 30-token prompt; three decodes
+    b = StepBatch(np.array([100, 30]), np.array([500, 30]), np.array([7, 70, 700]))
+    assert b.num_prefill_tokens == 130 and b.num_decode == 3 and b.num_tokens == 133
+    assert b.num_seqs == 5 and b.decode_context_sum == 777
+    # each chunk attends to its cached tokens and causally to itself: 100 x 400 + 100 x 101 / 2 + 30 x 31 / 2
+    assert b.prefill_attention_pairs == 100 * 400 + 5050 + 465
+    assert b.prefill_context_max == 500 and b.prefill_context_sum == 530
+    d = StepBatch.decode_only(np.array([5, 6]))
+    assert (d.num_prefill_tokens, d.prefill_attention_pairs, d.prefill_context_max, d.num_tokens) == (0, 0, 0, 2)
+
+
+def test_a_copy_of_a_step_model_starts_with_empty_memo_tables() -> None:
+    from dataclasses import replace
+
+    st = _model().step_time
+    b = StepBatch(np.array([128]), np.array([128]), np.full(8, 300))  # within the CUDA-graph sizes: no eager floor
+    before = st(b)
+    assert st._fixed and st._layers and st._heads and st._prefill_attn  # filled by the call
+    slower = replace(st, engine=replace(st.engine, weight_stream_efficiency=st.engine.weight_stream_efficiency / 2))
+    assert not (slower._fixed or slower._layers or slower._heads or slower._prefill_attn)
+    assert slower(b) > before  # timed afresh under its own engine, not read from the original's tables
+    assert st(b) == before

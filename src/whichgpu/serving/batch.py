@@ -18,6 +18,7 @@ such a run from the per-step sums of the contexts (`SpecRunStepTime`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -27,7 +28,9 @@ _EMPTY = np.zeros(0, np.int64)
 
 @dataclass(frozen=True, eq=False)
 class StepBatch:
-    """The work of one engine step (token counts, not tensors)."""
+    """The work of one engine step (token counts, not tensors). The prefill chunks' totals are
+    computed once and kept (a step's time reads them several times, a pipeline's once per stage):
+    the arrays are not to be changed after it is built."""
 
     prefill_tokens: np.ndarray
     """int64 per prefill chunk: prompt tokens computed this step."""
@@ -43,9 +46,19 @@ class StepBatch:
     def decode_only(cls, decode_context: np.ndarray, drafts: np.ndarray | None = None) -> StepBatch:
         return cls(_EMPTY, _EMPTY, decode_context, drafts)
 
+    @cached_property
+    def _prefill(self) -> tuple[int, int, int, int]:
+        """(tokens, attention pairs, longest context, context sum) of the prefill chunks, in
+        Python integers (a step has a few chunks: cheaper than numpy calls on tiny arrays). Read
+        only when there are chunks (a pure-decode step, most steps, touches none of this)."""
+        toks = self.prefill_tokens.tolist()
+        ctxs = self.prefill_context.tolist()
+        pairs = sum(t * (c - t) + t * (t + 1) // 2 for t, c in zip(toks, ctxs))
+        return sum(toks), pairs, max(ctxs), sum(ctxs)
+
     @property
     def num_prefill_tokens(self) -> int:
-        return int(self.prefill_tokens.sum()) if self.prefill_tokens.size else 0
+        return self._prefill[0] if self.prefill_tokens.size else 0
 
     @property
     def num_decode(self) -> int:
@@ -72,10 +85,17 @@ class StepBatch:
     def prefill_attention_pairs(self) -> int:
         """Query x key pairs of the prefill chunks' attention, causal within the chunk:
         sum over chunks of tokens x (context - tokens) + tokens x (tokens + 1) / 2."""
-        t = self.prefill_tokens
-        if not t.size:  # a pure-decode step (most steps): no numpy on empty arrays
-            return 0
-        return int((t * (self.prefill_context - t) + t * (t + 1) // 2).sum())
+        return self._prefill[1] if self.prefill_tokens.size else 0
+
+    @property
+    def prefill_context_max(self) -> int:
+        """The longest context a prefill chunk attends to (0 without prefill)."""
+        return self._prefill[2] if self.prefill_tokens.size else 0
+
+    @property
+    def prefill_context_sum(self) -> int:
+        """Tokens the prefill chunks attend to, summed (their KV reads)."""
+        return self._prefill[3] if self.prefill_tokens.size else 0
 
 
 class StepTime(Protocol):

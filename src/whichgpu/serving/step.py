@@ -109,12 +109,16 @@ class StepModel:
     """Attention data parallelism (DP attention): the ``tp`` GPUs form ``attn_dp`` groups of tp / attn_dp
     that each run attention for their own requests; this model times one group's step, its MLP or
     experts over every group's tokens (the groups step in lockstep with equal batches)."""
-    _fixed: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
-    _rates: tuple[float, float] | None = field(default=None, repr=False)
-    _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
-    _parts: tuple[float, float, float] | None = field(default=None, repr=False)
-    _prefill_attn: dict[tuple[float, int, int, int, float], float] = field(default_factory=dict, repr=False)
-    _eager: float | None = field(default=None, repr=False)
+    # memo tables (init=False: a copy made with dataclasses.replace starts with empty ones)
+    _fixed: dict[tuple[int, int], float] = field(default_factory=dict, init=False, repr=False)
+    _layers: dict[int, float] = field(default_factory=dict, init=False, repr=False)
+    _heads: dict[int, float] = field(default_factory=dict, init=False, repr=False)
+    _rates: tuple[float, float] | None = field(default=None, init=False, repr=False)
+    _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, init=False, repr=False)
+    _parts: tuple[float, float, float] | None = field(default=None, init=False, repr=False)
+    _prefill_attn: dict[tuple[float, int, int, int, float], float] = field(default_factory=dict, init=False,
+                                                                           repr=False)
+    _eager: float | None = field(default=None, init=False, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
     @property
@@ -224,13 +228,19 @@ class StepModel:
         got = self._fixed.get(key)
         if got is not None:
             return got
-        a = self.args
-        lo, hi = self.layer_span
-        total = sum(n * (self._cost(self._layer_ops(layer, tokens)) + (self._moe_layer_s if a.is_moe(layer) else 0.0))
-                    for layer, n in layer_kinds(a, lo, hi))
-        total += (hi - lo) * self._layer_comm_s(tokens)
+        total = self._layers.get(tokens)
+        if total is None:  # the layers depend on the tokens only, the LM head on the rows sampled
+            a = self.args
+            lo, hi = self.layer_span
+            total = sum(n * (self._cost(self._layer_ops(layer, tokens)) + (self._moe_layer_s if a.is_moe(layer) else 0.0))
+                        for layer, n in layer_kinds(a, lo, hi))
+            total += (hi - lo) * self._layer_comm_s(tokens)
+            self._layers[tokens] = total
         if self.lm_head:
-            total += self._cost([self._lm_head_op(sampled)])
+            head = self._heads.get(sampled)
+            if head is None:
+                head = self._heads[sampled] = self._cost([self._lm_head_op(sampled)])
+            total += head
         self._fixed[key] = total
         return total
 
@@ -296,9 +306,9 @@ class StepModel:
             return 0.0
         pairs = float(batch.prefill_attention_pairs)
         tokens = batch.num_prefill_tokens
-        ctx = int(batch.prefill_context.max())
+        ctx = batch.prefill_context_max
         chunks = int(batch.prefill_tokens.size)
-        ctx_sum = float(batch.prefill_context.sum())
+        ctx_sum = float(batch.prefill_context_sum)
         key = (pairs, tokens, ctx, chunks, ctx_sum)  # all the op depends on: fixed lengths repeat them
         got = self._prefill_attn.get(key)
         if got is None:
