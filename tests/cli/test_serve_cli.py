@@ -305,3 +305,18 @@ def test_speculative_decoding_and_pipeline_parallelism() -> None:
     assert pp["memory"]["weights_gb_per_gpu"] < 0.6 * plain["memory"]["weights_gb_per_gpu"]
     assert pp["kv_cache_tokens"] > plain["kv_cache_tokens"]
     assert "pipeline" in pp["assumptions"]
+
+
+def test_sglang_runs_that_preempt_say_its_own_rules_are_not_modelled() -> None:
+    # about 19 requests of 2,000 tokens fit an L4's cache beside Llama-3.1-8B: 48 in flight preempt
+    args = ("llama-3.1-8b", "--gpu", "l4", "--input-len", "1000", "--output-len", "1000", "--requests", "96",
+            "--concurrency", "48", "--output-len-stddev", "100")
+    sglang = serve(*args, "--engine", "sglang")
+    vllm = serve(*args)
+    assert sglang["preemptions"] > 0 and vllm["preemptions"] > 0
+    assert any("SGLang admits fewer requests" in n for n in sglang["notes"])
+    assert not any("SGLang" in n for n in vllm["notes"])
+    assert "new_token_ratio" in sglang["assumptions"]["scheduler"] and "SGLang" not in vllm["assumptions"]["scheduler"]
+    roomy = serve("llama-3.1-8b", "--gpu", "h100", "--input-len", "1000", "--output-len", "100", "--requests", "16",
+                  "--concurrency", "4", "--engine", "sglang")
+    assert roomy["preemptions"] == 0 and not any("SGLang admits" in n for n in roomy["notes"])

@@ -101,6 +101,14 @@ UNCHUNKED_ENGINES = ("tensorrt-llm",)
 ``enable_chunked_prefill=False`` (AIConfigurator's benchmark configs keep it); a prompt is prefilled
 whole in one step, and one longer than max_num_tokens is refused. vLLM (v1) and SGLang chunk."""
 
+RETRACTING_ENGINES = ("sglang",)
+"""Engines whose behaviour under KV-cache pressure is not modelled: SGLang's ``PrefillAdder`` admits a
+request only if its prompt and (clipped) answer fit beside the running requests' remaining answers
+scaled by ``new_token_ratio`` (0.7 decaying to about 0.1 over 600 decode steps, raised again after a
+retraction), and its ``retract_decode`` frees the requests with the fewest tokens generated, which
+rejoin the back of the queue. The simulation gives them vLLM's rules (admission on the next chunk's
+blocks, the newest preempted and put first in the queue); `serve` says so where a run preempts."""
+
 PREFILL_FIRST_ENGINES = ("sglang",)
 """Engines whose steps do not mix prefill with decode: SGLang's scheduler runs a prefill batch
 whenever it has one (``get_next_batch_to_run``: prefill first) and mixes the running requests' decode
@@ -419,7 +427,11 @@ def build(setup: Setup) -> ServingModel:
                          "step's token budget" if setup.engine in UNCHUNKED_ENGINES else "")
                       if setup.engine in NO_EVICT_ENGINES else
                       "requests start when their next chunk's KV blocks fit; when the blocks run out the newest is "
-                      "preempted and recomputed later")
+                      "preempted and recomputed later"
+                      + (" (vLLM's rule; SGLang's own admission also keeps room for the running requests' remaining "
+                         "answers, new_token_ratio, and it retracts the request with the fewest tokens generated to the "
+                         "back of the queue: not modelled, so where the KV cache runs short its latencies here are "
+                         "vLLM-like)" if setup.engine in RETRACTING_ENGINES else ""))
                      + ("; a step prefills (pending chunks, then new requests) or decodes, never both: SGLang's "
                         "prefill-first default (no --enable-mixed-chunk), the decoding requests wait out each prefill"
                         if setup.prefill_first else "; SGLang --enable-mixed-chunk: prefill steps carry the decode"
