@@ -307,16 +307,15 @@ def test_speculative_decoding_and_pipeline_parallelism() -> None:
     assert "pipeline" in pp["assumptions"]
 
 
-def test_sglang_runs_that_preempt_say_its_own_rules_are_not_modelled() -> None:
-    # about 19 requests of 2,000 tokens fit an L4's cache beside Llama-3.1-8B: 48 in flight preempt
+def test_sglang_admits_and_retracts_by_its_own_rules() -> None:
+    # about 19 requests of 2,000 tokens fit an L4's cache beside Llama-3.1-8B: 48 in flight run short
     args = ("llama-3.1-8b", "--gpu", "l4", "--input-len", "1000", "--output-len", "1000", "--requests", "96",
             "--concurrency", "48", "--output-len-stddev", "100")
     sglang = serve(*args, "--engine", "sglang")
     vllm = serve(*args)
-    assert sglang["preemptions"] > 0 and vllm["preemptions"] > 0
-    assert any("SGLang admits fewer requests" in n for n in sglang["notes"])
-    assert not any("SGLang" in n for n in vllm["notes"])
-    assert "new_token_ratio" in sglang["assumptions"]["scheduler"] and "SGLang" not in vllm["assumptions"]["scheduler"]
-    roomy = serve("llama-3.1-8b", "--gpu", "h100", "--input-len", "1000", "--output-len", "100", "--requests", "16",
-                  "--concurrency", "4", "--engine", "sglang")
-    assert roomy["preemptions"] == 0 and not any("SGLang admits" in n for n in roomy["notes"])
+    # SGLang keeps room for the running requests' answers, so it starts fewer and retracts less often
+    # than vLLM preempts
+    assert 0 < sglang["preemptions"] < vllm["preemptions"] / 2
+    assert "new_token_ratio" in sglang["assumptions"]["scheduler"]
+    assert "retracted to the back of the queue" in sglang["assumptions"]["scheduler"]
+    assert "the newest is preempted" in vllm["assumptions"]["scheduler"]

@@ -338,6 +338,11 @@ def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups:
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefill_first=True),
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=4096, no_evict=True, chunked_prefill=False),
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=4096, chunked_prefill=False),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, prefill_first=True,
+                    sglang_admission=True),
+    SchedulerConfig(num_blocks=2000, max_num_seqs=64, max_num_batched_tokens=1024, prefill_first=True,
+                    sglang_admission=True, groups=BlockGroups(16, 1, 1, 8)),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, sglang_admission=True),
 ])
 def test_decode_runs_change_nothing(workload: Workload, cfg: SchedulerConfig) -> None:
     fast = simulate(workload, STEP, cfg)
@@ -496,3 +501,59 @@ def test_spread_lengths_draws_answers_around_the_mean_seeded() -> None:
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(InputError, match="output_stddev"):
             spread_lengths(10, 7, bad, 3)
+
+
+def test_sglang_keeps_room_for_the_running_answers_as_its_ratio_falls() -> None:
+    # A (16-token prompt, 4,000-token answer) and B (16 + 3,000) arrive together; 300 blocks of 16
+    # tokens = 4,800 tokens. SGLang admits A (16 + 4,000 = 4,016 < 4,800, leaving 784 in that step)
+    # but not B (16 + 3,000 = 3,016 >= 784); vLLM's rule admits both (a block each).
+    lengths = RequestLengths(np.array([16, 16]), np.array([4000, 3000]))
+    wl = Workload(lengths, ClosedLoop(2))
+    sg, vl = Recorder(), Recorder()  # one step at a time: the recorder sees exactly the steps taken
+    cfg = SchedulerConfig(num_blocks=300, prefill_first=True, sglang_admission=True)
+    slow = simulate(wl, sg, cfg, decode_runs=False)
+    simulate(wl, vl, SchedulerConfig(num_blocks=300, prefill_first=True), decode_runs=False)
+    assert vl.batches[0].prefill_tokens.tolist() == [16, 16]
+    assert sg.batches[0].prefill_tokens.tolist() == [16]
+    # After j decode steps A holds ceil((16 + j) / 16) blocks and has 4,000 - 1 - j tokens to go; B
+    # starts at the first j where 3,016 < 16 x free blocks - ratio(j) x (3,999 - j), the ratio falling
+    # from 0.7 by (0.7 - 0.098) / 600 a step to 0.098 (SGLang's defaults).
+    def room(j: int) -> float:
+        ratio = 0.7 if j == 0 else max(0.7 - j * (0.7 - 0.7 * 0.14) / 600, 0.7 * 0.14)
+        return 16 * (300 - -(-(16 + j) // 16)) - ratio * (3999 - j)
+    joins = next(j for j in range(4000) if room(j) > 3016)
+    assert 100 < joins < 600  # neither at once nor only after A's answer
+    b = next(i for i, x in enumerate(sg.batches) if i > 0 and x.prefill_tokens.size)  # the prefill after A's
+    assert b == joins + 1  # A's prefill, then `joins` decode steps, then B's prefill
+    assert sg.batches[b].prefill_tokens.tolist() == [16] and sg.batches[b].decode_context.size == 0
+    fast = simulate(wl, STEP, cfg)  # the decode runs stop where B's room opens
+    assert fast.requests.first_token_s[1] == pytest.approx(slow.requests.first_token_s[1], rel=1e-12)
+
+
+def test_sglang_retracts_the_requests_with_the_fewest_tokens_to_the_back_of_the_queue() -> None:
+    lengths = RequestLengths(np.array([100, 300, 200, 100, 50, 50]), np.array([400, 400, 400, 500, 10, 10]))
+    eng = _Engine(Workload(lengths, ClosedLoop(6)), STEP,
+                  SchedulerConfig(num_blocks=200, prefill_first=True, sglang_admission=True), True)
+    eng.running, eng._run_ids = [0, 1, 2, 3], None
+    eng.waiting.extend([5])
+    eng.out[:4] = [50, 10, 10, 80]
+    eng.held[:4] = 2
+    eng.computed[:4] = 32
+    eng.free = 0
+    eng._retract()
+    # fewest tokens generated first, the longest prompt first among equals: 1 (300 tokens), then 2;
+    # after one, 2 free blocks = 32 tokens < 20 steps x 3 requests; after two, 64 >= 20 x 2
+    assert eng.running == [0, 3] and list(eng.waiting) == [5, 1, 2]
+    assert eng.free == 4 and eng.held[[1, 2]].tolist() == [0, 0] and eng.computed[[1, 2]].tolist() == [0, 0]
+    assert eng.preempts[[1, 2]].tolist() == [1, 1] and eng.preempts[[0, 3]].tolist() == [0, 0]
+    # the ratio becomes (tokens generated + 20 per request left) / their answers
+    assert eng._ratio() == pytest.approx((50 + 80 + 2 * 20) / (400 + 500))
+    # it never retracts the last request
+    eng.running, eng._run_ids, eng.free = [0], None, 0
+    eng._retract()
+    assert eng.running == [0]
+
+
+def test_sglang_admission_and_no_evict_are_exclusive() -> None:
+    with pytest.raises(InputError, match="sglang_admission and no_evict"):
+        SchedulerConfig(num_blocks=10, no_evict=True, sglang_admission=True)

@@ -13,7 +13,7 @@ from whichgpu.recommend.prices import GpuPrices
 from whichgpu.report.console import compact_table, console, say
 from whichgpu.serving.accuracy import Accuracy, lookup
 from whichgpu.serving.kv import KvCapacity
-from whichgpu.serving.model import RETRACTING_ENGINES, ServingModel, layout_text
+from whichgpu.serving.model import ServingModel, layout_text
 from whichgpu.serving.results import LatencyStats, ServingResult
 from whichgpu.serving.scheduler import SchedulerConfig
 from whichgpu.serving.slo import SloSearch
@@ -226,12 +226,6 @@ def notes(rep: ServeReport) -> list[str]:
         out.append("equal answers in a closed loop keep each burst in lockstep (every prompt prefilled with its "
                    "wave); real clients drift out of phase: --output-len-stddev (say 10 % of --output-len) gives "
                    "that steady state")
-    r = rep.result
-    if r.preemptions and rep.serving.setup.engine in RETRACTING_ENGINES:
-        out.append(f"{r.preemptions:,} preemptions, simulated as vLLM's (the newest request recomputed later): SGLang "
-                   "admits fewer requests when its KV cache is short (it keeps room for the running requests' "
-                   "remaining answers) and retracts differently, so expect its TTFT and TPOT to differ here; "
-                   "a larger cache or fewer concurrent requests (--max-num-seqs) avoids the regime")
     if rep.config.max_num_seqs > rep.capacity.max_concurrency:
         out.append(f"max_num_seqs {rep.config.max_num_seqs} exceeds the {rep.capacity.max_concurrency:.0f} requests "
                    "of the longest length the KV cache holds: at full load requests wait or are preempted")

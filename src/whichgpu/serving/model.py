@@ -93,8 +93,8 @@ PR #29980 (2025-12, ``--kv-cache-dtype auto``). SGLang's ``auto`` is the model's
 NO_EVICT_ENGINES = ("tensorrt-llm",)
 """Engines whose scheduler reserves each request's whole prompt and answer at admission and never
 preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LLM API
-``SchedulerConfig.capacity_scheduler_policy``). vLLM and SGLang admit on the next chunk's blocks and
-preempt (SGLang: retract) under pressure."""
+``SchedulerConfig.capacity_scheduler_policy``). vLLM admits on the next chunk's blocks and preempts
+under pressure; SGLang keeps room for the running answers and retracts (`RETRACTING_ENGINES`)."""
 
 UNCHUNKED_ENGINES = ("tensorrt-llm",)
 """Engines that do not split a prompt over steps by default: TensorRT-LLM's LLM API has
@@ -102,12 +102,12 @@ UNCHUNKED_ENGINES = ("tensorrt-llm",)
 whole in one step, and one longer than max_num_tokens is refused. vLLM (v1) and SGLang chunk."""
 
 RETRACTING_ENGINES = ("sglang",)
-"""Engines whose behaviour under KV-cache pressure is not modelled: SGLang's ``PrefillAdder`` admits a
-request only if its prompt and (clipped) answer fit beside the running requests' remaining answers
-scaled by ``new_token_ratio`` (0.7 decaying to about 0.1 over 600 decode steps, raised again after a
-retraction), and its ``retract_decode`` frees the requests with the fewest tokens generated, which
-rejoin the back of the queue. The simulation gives them vLLM's rules (admission on the next chunk's
-blocks, the newest preempted and put first in the queue); `serve` says so where a run preempts."""
+"""Engines that admit and retract as SGLang does (`scheduler.SchedulerConfig.sglang_admission`): its
+``PrefillAdder`` starts a request only while its prompt and (clipped) answer fit beside the running
+requests' remaining answers scaled by ``new_token_ratio`` (0.7, falling to about 0.1 over 600 decode
+steps, raised again after a retraction), and its ``retract_decode`` frees the requests with the fewest
+tokens generated, which rejoin the back of the queue. vLLM admits on the next chunk's blocks and
+preempts the newest request, which goes first in the queue."""
 
 PREFILL_FIRST_ENGINES = ("sglang",)
 """Engines whose steps do not mix prefill with decode: SGLang's scheduler runs a prefill batch
@@ -243,6 +243,7 @@ class ServingModel:
         knobs.setdefault("request_latency_s", self.request_latency_s)
         knobs.setdefault("no_evict", self.no_evict)
         knobs.setdefault("prefill_first", self.prefill_first)
+        knobs.setdefault("sglang_admission", self.setup.engine in RETRACTING_ENGINES)
         knobs.setdefault("chunked_prefill", self.setup.engine not in UNCHUNKED_ENGINES)
         return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
 
@@ -426,12 +427,15 @@ def build(setup: Setup) -> ServingModel:
                       + ("; no chunked prefill (its default): each prompt is prefilled whole in one step, within the "
                          "step's token budget" if setup.engine in UNCHUNKED_ENGINES else "")
                       if setup.engine in NO_EVICT_ENGINES else
-                      "requests start when their next chunk's KV blocks fit; when the blocks run out the newest is "
-                      "preempted and recomputed later"
-                      + (" (vLLM's rule; SGLang's own admission also keeps room for the running requests' remaining "
-                         "answers, new_token_ratio, and it retracts the request with the fewest tokens generated to the "
-                         "back of the queue: not modelled, so where the KV cache runs short its latencies here are "
-                         "vLLM-like)" if setup.engine in RETRACTING_ENGINES else ""))
+                      ("SGLang's admission: a request starts while its prompt and answer (clipped at 4,096 tokens) fit "
+                       "in the free KV tokens beside the running requests' remaining answers x new_token_ratio (0.7, "
+                       "falling to 0.1 over 600 decode steps); when the blocks run out, the requests with the fewest "
+                       "tokens generated are retracted to the back of the queue and recomputed later (the radix cache "
+                       "keeping their prompts is not modelled)"
+                       + ("; under speculative decoding the newest is preempted instead" if setup.spec else "")
+                       if setup.engine in RETRACTING_ENGINES else
+                       "requests start when their next chunk's KV blocks fit; when the blocks run out the newest is "
+                       "preempted and recomputed later"))
                      + ("; a step prefills (pending chunks, then new requests) or decodes, never both: SGLang's "
                         "prefill-first default (no --enable-mixed-chunk), the decoding requests wait out each prefill"
                         if setup.prefill_first else "; SGLang --enable-mixed-chunk: prefill steps carry the decode"

@@ -38,6 +38,20 @@ chunks in admission order while their blocks fit and then admissions as in 2., w
 request in it, or, when there is nothing to prefill, runs 1. over every running request. The
 decoding requests wait out each prefill step.
 
+SGLang's admission and retraction (``SchedulerConfig.sglang_admission``; its ``PrefillAdder`` in
+``managers/schedule_policy.py`` and ``Scheduler.update_running_batch`` / ``ScheduleBatch.retract_decode``):
+a waiting request starts only while its prompt (with the tokens it had generated, if retracted)
+plus what is left of its answer, clipped at 4,096 tokens, stays below the free KV tokens less the
+running requests' remaining answers (each clipped at 4,096) times ``new_token_ratio``; a request
+admitted whole takes its share off that room for the requests behind it in the same step, one
+admitted with a chunk of its prompt only the chunk; an idle engine takes the head on its blocks. The
+ratio starts at 0.7, falls by (0.7 - 0.098) / 600 at each decode step to 0.098 and returns to 0.7 when
+the engine idles. When a decode step's blocks fall short, the requests with the fewest tokens
+generated (the longest prompt first among equals) are retracted, at least one, until the free KV
+tokens cover 20 more steps of those left; they lose their KV, rejoin the back of the queue, and the
+ratio becomes (tokens generated + 20 per request left) / their answer lengths, at most 1. Not
+modelled: the radix cache keeping a retracted request's prompt, and page sizes (blocks as vLLM's).
+
 Prefix caching (optional): ``prefix_cache_hit_rate`` of each prompt (whole blocks, at most all but
 its last token, as vLLM caps a hit) is found cached when a request is (re)admitted: those tokens
 need no prefill compute but their blocks are still held by the request (no sharing between
@@ -87,6 +101,17 @@ from whichgpu.serving.results import RequestTimes, ServingResult, summarise
 from whichgpu.serving.spec import PROGRESS_UNIT, SpecDecode
 from whichgpu.serving.workload import ClosedLoop, Workload
 
+SGLANG_INIT_RATIO = 0.7
+"""SGLang's initial ``new_token_ratio`` (``SGLANG_INIT_NEW_TOKEN_RATIO`` x ``--schedule-conservativeness`` 1)."""
+SGLANG_MIN_RATIO = SGLANG_INIT_RATIO * 0.14
+"""Its floor (``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`` 0.14 of the initial ratio)."""
+SGLANG_RATIO_DECAY = (SGLANG_INIT_RATIO - SGLANG_MIN_RATIO) / 600
+"""Its fall per decode step (to the floor in ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` 600 steps)."""
+SGLANG_CLIP = 4096
+"""Answer tokens SGLang counts per request at most (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``)."""
+SGLANG_RETRACT_STEPS = 20
+"""Decode steps of room a retraction frees for the requests left (``retract_decode_steps``)."""
+
 
 @dataclass(frozen=True)
 class SchedulerConfig:
@@ -132,6 +157,12 @@ class SchedulerConfig:
     longer than the whole budget is refused (`NoAnswerError`). A preempted request's recomputation
     longer than the budget is still split (the engines that preempt chunk)."""
 
+    sglang_admission: bool = False
+    """SGLang's admission (room kept for the running requests' remaining answers, ``new_token_ratio``)
+    and retraction (the requests with the fewest tokens generated, to the back of the queue) (module
+    doc); False: vLLM's (admission on the next chunk's blocks, the newest preempted, queued first).
+    Under speculative decoding the retraction is vLLM's preemption."""
+
     def refuses(self, prompt_tokens: int) -> bool:
         """Whether the engine refuses a prompt of ``prompt_tokens``: one over the step's budget
         without chunked prefill."""
@@ -151,6 +182,9 @@ class SchedulerConfig:
             raise InputError(f"cpu_overhead_s must be >= 0, got {self.cpu_overhead_s}", field="cpu_overhead_s")
         if self.spec is not None and not isinstance(self.spec, SpecDecode):
             raise InputError(f"spec must be a SpecDecode or None, got {self.spec!r}", field="spec")
+        if self.sglang_admission and self.no_evict:
+            raise InputError("sglang_admission and no_evict are two engines' admission rules: pick one",
+                             field="sglang_admission")
         if self.groups is not None and self.groups.block_size != self.block_size:
             raise InputError(f"groups.block_size {self.groups.block_size} differs from block_size {self.block_size}",
                              field="block_size")
@@ -172,6 +206,34 @@ class _Blocks:
     def one(self, n: int) -> int:
         b = (n + self.bs - 1) // self.bs
         return self.fg * b + self.sg * min(b, self.cap)
+
+    def tokens(self, blocks: int | np.ndarray) -> int | np.ndarray:
+        """KV tokens that ``blocks`` free blocks hold (a token takes a slot in each group): SGLang
+        counts its pool in tokens."""
+        return blocks * self.bs // (self.fg + self.sg)
+
+    def added_by_steps_each(self, ctx: np.ndarray, held_sum: int, steps: np.ndarray) -> np.ndarray:
+        """Blocks that each of ``steps`` (>= 0) decode steps of requests with contexts ``ctx`` hold
+        beyond ``held_sum`` (`added_by_steps` for an array of step counts; 0 steps add none)."""
+        s = steps.astype(np.int64)
+        out = np.zeros(s.size, np.int64)
+        on = s > 0
+        if self.sg:  # sliding groups: count them
+            for i in np.flatnonzero(on).tolist():
+                out[i] = int(self.many(ctx + int(s[i]) - 1).sum()) - held_sum
+            return out
+        bs, fg, n = self.bs, self.fg, int(ctx.size)
+        x = ctx - 1
+        r = x % bs
+        base = int(((x - r) // bs).sum())
+        hist = np.bincount(r, minlength=bs)
+        at_least = np.zeros(bs + 2, np.int64)  # at_least[t] = #{r_i >= t}
+        at_least[:bs] = hist[::-1].cumsum()[::-1]
+        a, b = np.divmod(s, bs)
+        more = np.where(b >= 2, at_least[np.clip(bs + 1 - b, 0, bs + 1)], 0)
+        added = fg * (base + n * a + n - np.where(b == 0, int(hist[0]), 0) + more) - held_sum
+        out[on] = added[on]
+        return out
 
     def added_by_steps(self, ctx: np.ndarray, held_sum: int) -> Callable[[int], int] | None:
         """Blocks that s decode steps of requests with contexts ``ctx`` (step j feeds token ctx + j)
@@ -273,6 +335,10 @@ class _Engine:
         self.no_evict = cfg.no_evict
         self.reserved = 0  # no_evict: the running requests' blocks at their last step, summed
         self.all_decoding = False  # every running request was scheduled and sampled a token last step
+        self.sglang = cfg.sglang_admission
+        self.ratio_base = SGLANG_INIT_RATIO  # SGLang's new_token_ratio: its last set value ...
+        self.ratio_steps = 0  # ... and the decode steps since, each lowering it (`_ratio`)
+        self.retracted = False  # SGLang: this step retracted (it sets the ratio instead of lowering it)
         self.decode_run = step_time.decode_run if isinstance(step_time, DecodeRunStepTime) else None
         if spec is not None:  # per-request progress accumulator (spec.py), units per step by drafts
             self.acc = np.zeros(n, np.int64)
@@ -285,6 +351,7 @@ class _Engine:
             self._arrive()
             if not self.running and not self.waiting:  # idle until the next request reaches the scheduler
                 self.t = max(self.t, float(self.arrival[self.next_arrival]) + self.lag)
+                self.ratio_base, self.ratio_steps = SGLANG_INIT_RATIO, 0  # SGLang resets it when idle
                 continue
             self._step()
             if self.decode_runs:
@@ -376,11 +443,20 @@ class _Engine:
         its reservation); the head that does not fit stops admission (``head_blocked``). Appends the
         admitted requests and their chunks to ``ids`` and ``new``; returns the budget left."""
         cfg, computed, held = self.cfg, self.computed, self.held
+        room: float | None = None  # SGLang: KV tokens left beside the running requests' expected answers
         while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
             r = self.waiting[0]
             cached, n_new, need = self._admission(r, budget)
             if not self._whole(r, cached, n_new):
                 break  # no chunked prefill: the whole prompt, or wait for a step with the budget for it
+            if self.sglang:
+                if room is None:
+                    room = self._room()
+                rest = int(self.total[r]) - cached
+                want = rest + min(int(self.target[r] - self.out[r]), SGLANG_CLIP)
+                if want >= room and self.running:  # (an idle engine takes its first request on its blocks)
+                    break  # SGLang's NO_TOKEN: the head waits while the room is short (it grows as the ratio falls)
+                room -= want if n_new == rest else n_new  # a chunked admission keeps only its chunk
             if need > self.free or not self._reservable(r):
                 self.head_blocked = True  # until blocks are freed (a finish)
                 break
@@ -410,6 +486,51 @@ class _Engine:
         requests' (always True otherwise)."""
         return not self.cfg.no_evict or self.reserved + int(self.whole[r]) <= self.cfg.num_blocks
 
+    def _ratio(self) -> float:
+        """SGLang's new_token_ratio now: its last set value, lowered at each decode step since."""
+        m = self.ratio_steps
+        return self.ratio_base if m == 0 else max(self.ratio_base - m * SGLANG_RATIO_DECAY, SGLANG_MIN_RATIO)
+
+    def _room(self) -> float:
+        """SGLang's room for admissions (``PrefillAdder.rem_total_tokens``): the free KV tokens less
+        the running requests' remaining answers, each clipped at SGLANG_CLIP, times the ratio."""
+        ids = self._running_ids()
+        expected = int(np.minimum(self.target[ids] - self.out[ids], SGLANG_CLIP).sum()) if ids.size else 0
+        return int(self.blocks.tokens(self.free)) - self._ratio() * expected
+
+    def _retract(self) -> None:
+        """SGLang's ``retract_decode``: the running requests with the fewest tokens generated (then the
+        longest prompt, then the newest) lose their KV and rejoin the back of the queue, at least one
+        and not the last, until the free KV tokens cover SGLANG_RETRACT_STEPS steps of those left;
+        the ratio becomes (their tokens generated + that many per request) / their answer lengths."""
+        ids = self._running_ids()
+        m = ids.size
+        out, held = self.out[ids], self.held[ids]
+        order = np.lexsort((-np.arange(m), -self.prompt[ids], out))
+        freed = self.free + np.cumsum(held[order])  # free blocks after retracting the first r + 1
+        left = m - 1 - np.arange(m)
+        enough = self.blocks.tokens(freed) >= SGLANG_RETRACT_STEPS * left
+        r = min(m - 1, int(np.argmax(enough)) + 1 if enough.any() else m - 1)
+        if r < 1:
+            return
+        gone = order[:r]
+        victims = ids[gone]
+        self.free += int(held[gone].sum())
+        self.held[victims] = 0
+        self.computed[victims] = 0
+        self.preempts[victims] += 1
+        self.waiting.extend(victims.tolist())
+        keep = np.ones(m, bool)
+        keep[gone] = False
+        rest = ids[keep]
+        self.running = rest.tolist()
+        self._run_ids = rest
+        self.ratio_base = min(1.0, float(self.out[rest].sum() + SGLANG_RETRACT_STEPS * rest.size)
+                              / float(self.target[rest].sum()))
+        self.ratio_steps = 0
+        self.retracted = True
+        self.head_blocked = False
+
     def _admission(self, r: int, budget: int) -> tuple[int, int, int]:
         """(tokens of request ``r``'s prompt found in the prefix cache, tokens it would compute
         this step, KV blocks it would hold) were it admitted with ``budget`` tokens left."""
@@ -434,6 +555,11 @@ class _Engine:
         if self.k:
             return self._schedule_running_spec(ids, new, budget)
         n, new, need, cut = schedule_running(new, computed[ids], held[ids], budget, self.free, self.blocks.many)
+        if self.sglang and cut < ids.size and ids.size > 1:  # SGLang retracts instead (`_retract`)
+            self._retract()
+            ids = self._running_ids()
+            new = self.total[ids] - computed[ids]
+            n, new, need, cut = schedule_running(new, computed[ids], held[ids], budget, self.free, self.blocks.many)
         preempted = self._preempt(ids, cut)
         ids = ids[:n]
         held[ids] += need
@@ -496,6 +622,9 @@ class _Engine:
             pre = ~decode
             batch = StepBatch(new[pre], ctx_after[pre], ctx_after[decode], dec_drafts)
         self.t += float(self.step_time(batch)) + self.cfg.cpu_overhead_s
+        if all_decode:  # SGLang's ratio falls at each decode step that did not retract
+            self.ratio_steps += not self.retracted
+        self.retracted = False
         self.steps += 1
         self.seq_steps += int(ids.size)
         self.peak = max(self.peak, self.cfg.num_blocks - self.free)
@@ -573,8 +702,11 @@ class _Engine:
         full = len(running) >= cfg.max_num_seqs
         if not self.all_decoding:
             return None
+        waits = bool(self.waiting) and not (full or self.head_blocked)  # the waiting head may join
+        if self.sglang and waits and (self.k or not cfg.prefill_first):
+            return None  # SGLang's room changes step by step: its speculative or mixed steps go one at a time
         if self.k:
-            if self.waiting and not (full or self.head_blocked):
+            if waits:
                 return None
             return self._spec_run(full) or None
         ids = self._running_ids()
@@ -587,7 +719,7 @@ class _Engine:
             last[:] = [(held_after, int(held_after.sum()))]
             return last[0][1] - held_sum
 
-        if self.waiting and not (full or self.head_blocked):
+        if waits and not self.sglang:
             # the waiting head may join the next step unless the blocks left after the running
             # requests' share of it fall short; the run's steps only take more, so then it waits
             # for a finish all run long (as after a preemption, which skips admission for a step)
@@ -614,8 +746,16 @@ class _Engine:
         else:
             counted = self.blocks.added_by_steps(ctx, held_sum)
             fit = _most_steps_that_fit(k, extra if counted is None else counted, self.free)
+        stepwise = cfg.prefill_first or self.sglang  # a step short of blocks goes back to the scheduler
         if fit == 0:
-            return None if cfg.prefill_first else _SHORT
+            return None if stepwise else _SHORT
+        joins = False  # SGLang: the run stops where the waiting head's room opens (prefill-first only)
+        if waits and self.sglang:
+            opens = self._sglang_opens(ctx, held_sum, left, fit)
+            if opens == 0:
+                return None
+            if opens is not None:
+                fit, joins = opens, True
         short = fit != k
         if short:  # the bisection's last probe need not be the answer
             k = fit
@@ -623,19 +763,44 @@ class _Engine:
         self.t += float(cum[k - 1])
         self.steps += k
         self.seq_steps += k * ids.size
+        self.ratio_steps += k
         self.free -= last[0][1] - held_sum
         self.held[ids] = last[0][0]
         self.computed[ids] += k
         self.out[ids] += k
         self.total[ids] += k
         self.peak = max(self.peak, cfg.num_blocks - self.free)
-        if short:
-            return None if cfg.prefill_first else _SHORT
         if k == first_finish:  # else no request reached its last token
             done = left == k
             self._finish(ids[done], ids[~done])
-            return True
+            return None if joins else True
+        if short:
+            return None if stepwise else _SHORT
         return None
+
+    def _sglang_opens(self, ctx: np.ndarray, held_sum: int, left: np.ndarray, steps: int) -> int | None:
+        """After how many of the next ``steps`` decode steps (0 to ``steps``) SGLang would admit the
+        waiting head in a prefill step of its own (`_admit`'s tests: its first chunk's blocks and
+        the room, as the steps take blocks, bring the running answers closer and lower the ratio);
+        None: not within them."""
+        cfg = self.cfg
+        head = self.waiting[0]
+        cached, _, need = self._admission(head, cfg.max_num_batched_tokens)
+        want = int(self.total[head]) - cached + min(int(self.target[head] - self.out[head]), SGLANG_CLIP)
+        if need <= self.free and want < self._room():
+            return 0  # room now (the common case: a finish freed it)
+        j = np.arange(steps + 1, dtype=np.int64)
+        free = self.free - self.blocks.added_by_steps_each(ctx, held_sum, j)
+        # the running answers' expected tokens after j steps: sum of min(left - j, CLIP)
+        over = np.sort(left - SGLANG_CLIP)  # the part of each answer past the clip, if any
+        tail = np.concatenate((np.cumsum(over[::-1])[::-1], [0]))  # tail[i] = over[i:].sum()
+        at = np.searchsorted(over, j, side="right")  # answers still past the clip after j steps
+        expected = (int(left.sum()) - j * left.size) - (tail[at] - j * (left.size - at))
+        m = self.ratio_steps + j
+        ratio = np.where(m == 0, self.ratio_base, np.maximum(self.ratio_base - m * SGLANG_RATIO_DECAY, SGLANG_MIN_RATIO))
+        room = self.blocks.tokens(free) - ratio * expected
+        ok = (need <= free) & (want < room)
+        return int(np.argmax(ok)) if ok.any() else None
 
     def _short_step(self) -> None:
         """What `_step` does when every running request decodes and their next tokens' blocks
