@@ -319,3 +319,9 @@ def test_sglang_admits_and_retracts_by_its_own_rules() -> None:
     assert "new_token_ratio" in sglang["assumptions"]["scheduler"]
     assert "retracted to the back of the queue" in sglang["assumptions"]["scheduler"]
     assert "the newest is preempted" in vllm["assumptions"]["scheduler"]
+    # the console and the HTML use the engine's word for it
+    args_small = ("llama-3.1-8b", "--gpu", "l4", "--input-len", "1000", "--output-len", "1000", "--requests", "48",
+                  "--concurrency", "48")
+    con = invoke("serve", *args_small, "--engine", "sglang")
+    assert con.exit_code == 0 and "retractions:" in con.stdout and "preemptions:" not in con.stdout
+    assert "preemptions:" in invoke("serve", *args_small).stdout

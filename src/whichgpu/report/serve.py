@@ -13,7 +13,7 @@ from whichgpu.recommend.prices import GpuPrices
 from whichgpu.report.console import compact_table, console, say
 from whichgpu.serving.accuracy import Accuracy, lookup
 from whichgpu.serving.kv import KvCapacity
-from whichgpu.serving.model import ServingModel, layout_text
+from whichgpu.serving.model import RETRACTING_ENGINES, ServingModel, layout_text
 from whichgpu.serving.results import LatencyStats, ServingResult
 from whichgpu.serving.scheduler import SchedulerConfig
 from whichgpu.serving.slo import SloSearch
@@ -209,6 +209,11 @@ def accuracy_text(rep: ServeReport) -> str | None:
     return None if a is None else a.text(rep.serving.setup.gpu.name)
 
 
+def _evictions(rep: ServeReport) -> str:
+    """What the engine calls a request losing its KV cache to make room (the JSON's ``preemptions``)."""
+    return "retractions" if rep.serving.setup.engine in RETRACTING_ENGINES else "preemptions"
+
+
 def notes(rep: ServeReport) -> list[str]:
     out = []
     if rep.replicas > 1:
@@ -329,7 +334,7 @@ def print_serve(rep: ServeReport) -> None:
     for name, s in (("TTFT", r.ttft), ("TPOT", r.tpot), ("E2E", r.e2e)):
         lat.add_row(name, *(_num(v) for v in (s.mean * 1e3, s.p50 * 1e3, s.p90 * 1e3, s.p99 * 1e3)))
     console.print(lat)
-    say(f"preemptions: {r.preemptions}; mean batch {r.mean_batch_seqs:.1f} sequences over {r.steps:,} steps; "
+    say(f"{_evictions(rep)}: {r.preemptions}; mean batch {r.mean_batch_seqs:.1f} sequences over {r.steps:,} steps; "
         f"simulated {r.duration_s:.1f} s")
     say(cost_text(rep, r), wrap=True)
     if rep.slo is not None:
@@ -465,10 +470,10 @@ def render_html(rep: ServeReport) -> str:
             f"<h2>Latency against throughput as the rate grows</h2><div class=charts>{latency_chart(rep, 'ttft')}"
             f"{latency_chart(rep, 'tpot')}</div>{ceiling}"
             f"<table><tr><th>requests/s</th><th>output tokens/s per GPU</th>"
-            f"<th>TTFT P{p} ms</th><th>TPOT P{p} ms</th><th>preemptions</th></tr>{sweep_rows}</table>"
+            f"<th>TTFT P{p} ms</th><th>TPOT P{p} ms</th><th>{_evictions(rep)}</th></tr>{sweep_rows}</table>"
             "<h2>The run</h2><table><tr><th></th><th>mean</th><th>P50</th><th>P90</th><th>P99</th></tr>"
             f"{rows}</table><p>{_e(_num(doc['requests_per_s']))} requests/s, {_e(_num(doc['output_tokens_per_s']))} "
-            f"output tokens/s, {_e(_num(doc['total_tokens_per_s']))} total tokens/s; {r.preemptions} preemptions.</p>"
+            f"output tokens/s, {_e(_num(doc['total_tokens_per_s']))} total tokens/s; {r.preemptions} {_evictions(rep)}.</p>"
             f"<p>{_e(cost_text(rep, r))}</p>" + (f"<p><b>{_e(slo_line(rep))}</b></p>" if rep.slo else "")
             + f"<h2>Memory per GPU</h2><table>{mem_rows}</table>"
             f"<h2>Assumptions</h2><ul>{assumptions}</ul>"
