@@ -496,7 +496,7 @@ function renderServe(doc, el) {
         { label: `TTFT ${p} ms`, scale: "ttft", stroke: COLORS[0], width: 2, points: { show: true, size: 6 } },
         { label: `TPOT ${p} ms`, scale: "tpot", stroke: COLORS[1], width: 2, points: { show: true, size: 6 } }],
     }, [pts.map((q) => q.output_tokens_per_s_per_gpu), pts.map((q) => (q.ttft_ms || {})[p]), pts.map((q) => (q.tpot_ms || {})[p])], box);
-    el.insertAdjacentHTML("beforeend", table([{ label: "requests/s" }, { label: "tokens/s/GPU" }, { label: `TTFT ${p}` }, { label: `TPOT ${p}` }, { label: "preemptions" }],
+    el.insertAdjacentHTML("beforeend", table([{ label: "requests/s" }, { label: "tokens/s/GPU" }, { label: `TTFT ${p}` }, { label: `TPOT ${p}` }, { label: (doc.setup || {}).engine === "sglang" ? "retractions" : "preemptions" }],
       pts.map((q) => [fmt(q.requests_per_s), fmt(q.output_tokens_per_s_per_gpu), fmt((q.ttft_ms || {})[p]), fmt((q.tpot_ms || {})[p]), fmt(q.preemptions)]), "sweep"));
   }
   if ((doc.notes || []).length) el.insertAdjacentHTML("beforeend", doc.notes.map((n) => `<p class="note">${esc(n)}</p>`).join(""));
