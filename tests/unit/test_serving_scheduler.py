@@ -318,8 +318,14 @@ def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups:
         assert added is not None
         for s in range(1, 70):
             assert added(s) == int(blocks.many(ctx + s - 1).sum()) - held
+        steps = np.arange(70)  # the same for an array of step counts (0 steps add nothing)
+        assert blocks.added_by_steps_each(ctx, held, steps).tolist() == [0] + [added(s) for s in range(1, 70)]
     sliding = _Blocks(SchedulerConfig(num_blocks=1, groups=BlockGroups(16, 1, 1, 4)))
     assert sliding.added_by_steps(np.array([5]), 1) is None  # the window's cap: counted step by step
+    ctx = np.array([5, 60, 200])
+    held = int(sliding.many(ctx - 1).sum())
+    assert sliding.added_by_steps_each(ctx, held, np.arange(5, 90, 7)).tolist() == [
+        int(sliding.many(ctx + s - 1).sum()) - held for s in range(5, 90, 7)]
 
 
 @pytest.mark.parametrize("workload", [

@@ -212,6 +212,17 @@ class _Blocks:
         counts its pool in tokens."""
         return blocks * self.bs // (self.fg + self.sg)
 
+    def _offsets(self, ctx: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """With x = ctx - 1 = q bs + r: (sum of q, how many r equal each value 0..bs-1, at_least[t] =
+        how many r >= t for t in 0..bs+1), what `added_by_steps` counts from."""
+        bs = self.bs
+        x = ctx - 1
+        r = x % bs
+        hist = np.bincount(r, minlength=bs)
+        at_least = np.zeros(bs + 2, np.int64)
+        at_least[:bs] = hist[::-1].cumsum()[::-1]
+        return int(((x - r) // bs).sum()), hist, at_least
+
     def added_by_steps_each(self, ctx: np.ndarray, held_sum: int, steps: np.ndarray) -> np.ndarray:
         """Blocks that each of ``steps`` (>= 0) decode steps of requests with contexts ``ctx`` hold
         beyond ``held_sum`` (`added_by_steps` for an array of step counts; 0 steps add none)."""
@@ -222,16 +233,11 @@ class _Blocks:
             for i in np.flatnonzero(on).tolist():
                 out[i] = int(self.many(ctx + int(s[i]) - 1).sum()) - held_sum
             return out
-        bs, fg, n = self.bs, self.fg, int(ctx.size)
-        x = ctx - 1
-        r = x % bs
-        base = int(((x - r) // bs).sum())
-        hist = np.bincount(r, minlength=bs)
-        at_least = np.zeros(bs + 2, np.int64)  # at_least[t] = #{r_i >= t}
-        at_least[:bs] = hist[::-1].cumsum()[::-1]
+        bs, n = self.bs, int(ctx.size)
+        base, hist, at_least = self._offsets(ctx)
         a, b = np.divmod(s, bs)
         more = np.where(b >= 2, at_least[np.clip(bs + 1 - b, 0, bs + 1)], 0)
-        added = fg * (base + n * a + n - np.where(b == 0, int(hist[0]), 0) + more) - held_sum
+        added = self.fg * (base + n * a + n - np.where(b == 0, int(hist[0]), 0) + more) - held_sum
         out[on] = added[on]
         return out
 
@@ -243,12 +249,7 @@ class _Blocks:
         if self.sg:
             return None
         bs, fg, n = self.bs, self.fg, int(ctx.size)
-        x = ctx - 1
-        r = x % bs
-        base = int(((x - r) // bs).sum())
-        hist = np.bincount(r, minlength=bs)
-        at_least = np.zeros(bs + 2, np.int64)  # at_least[t] = #{r_i >= t}
-        at_least[:bs] = hist[::-1].cumsum()[::-1]
+        base, hist, at_least = self._offsets(ctx)
         zero = int(hist[0])
         ge = at_least.tolist()
 
