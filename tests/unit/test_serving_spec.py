@@ -143,7 +143,8 @@ def test_decode_runs_equal_step_by_step_with_the_step_model(arrival: object, blo
     np.testing.assert_allclose(fast.requests.first_token_s, slow.requests.first_token_s, rtol=1e-9)
 
 
-@pytest.mark.parametrize("knobs", [{"prefix_cache_hit_rate": 0.5}, {"groups": BlockGroups(16, 1, 1, 9)}])
+@pytest.mark.parametrize("knobs", [{"prefix_cache_hit_rate": 0.5}, {"groups": BlockGroups(16, 1, 1, 9)},
+                                   {"sglang_admission": True, "prefill_first": True}, {"sglang_admission": True}])
 def test_decode_runs_equal_step_by_step_with_prefix_caching_and_sliding_windows(knobs: dict[str, object]) -> None:
     rng = np.random.default_rng(5)
     wl = Workload(RequestLengths(rng.integers(30, 500, 150), rng.integers(1, 200, 150)), Poisson(40.0, seed=3))

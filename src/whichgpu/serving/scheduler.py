@@ -823,6 +823,7 @@ class _Engine:
         cfg = self.cfg
         self.t += float(self.step_time(StepBatch.decode_only(ctx))) + cfg.cpu_overhead_s
         self.steps += 1
+        self.ratio_steps += 1
         self.seq_steps += n
         self.peak = max(self.peak, cfg.num_blocks - self.free)
         self.computed[ids] = ctx
@@ -874,6 +875,7 @@ class _Engine:
             steps = min(steps, m + 1)
         self.t += float(cum[steps - 1])
         self.steps += steps
+        self.ratio_steps += steps
         self.seq_steps += steps * n
         new_held = self.blocks.many(ctx + gained(steps - 1) + k)
         self.free -= int(new_held.sum()) - held_sum
