@@ -113,6 +113,12 @@ SGLANG_RETRACT_STEPS = 20
 """Decode steps of room a retraction frees for the requests left (``retract_decode_steps``)."""
 
 
+def sglang_ratio(base: float, steps: int | np.ndarray) -> np.ndarray:
+    """SGLang's new_token_ratio ``steps`` decode steps after it was set to ``base`` (each lowers it
+    by SGLANG_RATIO_DECAY, not below SGLANG_MIN_RATIO); one value or an array of them."""
+    return np.where(steps == 0, base, np.maximum(base - steps * SGLANG_RATIO_DECAY, SGLANG_MIN_RATIO))
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """The engine's scheduling knobs and its KV block pool."""
@@ -489,8 +495,7 @@ class _Engine:
 
     def _ratio(self) -> float:
         """SGLang's new_token_ratio now: its last set value, lowered at each decode step since."""
-        m = self.ratio_steps
-        return self.ratio_base if m == 0 else max(self.ratio_base - m * SGLANG_RATIO_DECAY, SGLANG_MIN_RATIO)
+        return float(sglang_ratio(self.ratio_base, self.ratio_steps))
 
     def _room(self) -> float:
         """SGLang's room for admissions (``PrefillAdder.rem_total_tokens``): the free KV tokens less
@@ -797,9 +802,7 @@ class _Engine:
         tail = np.concatenate((np.cumsum(over[::-1])[::-1], [0]))  # tail[i] = over[i:].sum()
         at = np.searchsorted(over, j, side="right")  # answers still past the clip after j steps
         expected = (int(left.sum()) - j * left.size) - (tail[at] - j * (left.size - at))
-        m = self.ratio_steps + j
-        ratio = np.where(m == 0, self.ratio_base, np.maximum(self.ratio_base - m * SGLANG_RATIO_DECAY, SGLANG_MIN_RATIO))
-        room = self.blocks.tokens(free) - ratio * expected
+        room = self.blocks.tokens(free) - sglang_ratio(self.ratio_base, self.ratio_steps + j) * expected
         ok = (need <= free) & (want < room)
         return int(np.argmax(ok)) if ok.any() else None
 
