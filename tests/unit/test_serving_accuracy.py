@@ -103,7 +103,11 @@ def test_kv_cache_dtype_per_row_follows_the_engines_checkpoint_rule() -> None:
     row = {"precision": "fp8", "kv_precision": ""}
     assert sv.row_kv_dtype(row, "tensorrt-llm") == "fp8"  # ModelOpt checkpoints declare an FP8 KV cache
     assert sv.row_kv_dtype({**row, "precision": "fp4"}, "vllm") == "fp8"
-    assert sv.row_kv_dtype(row, "sglang") == "auto"  # SGLang's auto: the model's dtype
+    # SGLang's FP8 rows are the model makers' FP8 checkpoints (no KV scheme: 16-bit); NVFP4 ones
+    # are ModelOpt exports, whose declared FP8 cache SGLang's auto takes as vLLM's does
+    assert sv.row_kv_dtype(row, "sglang") == "auto"
+    assert sv.row_kv_dtype({**row, "precision": "fp4"}, "sglang") == "fp8"
+    assert sv.row_kv_dtype({**row, "precision": "fp4"}, "no-such-engine") == "auto"
     assert sv.row_kv_dtype({**row, "precision": "int4"}, "vllm") == "auto"
     assert sv.row_kv_dtype({**row, "precision": ""}, "tensorrt-llm") == "auto"
     assert sv.row_kv_dtype({"precision": "", "kv_precision": "FP8"}, "sglang") == "fp8"

@@ -163,6 +163,19 @@ def test_fp8_weights_without_fp8_tensor_cores_are_weight_only() -> None:
     assert "no FP8 tensor cores" in a100.assumptions["weights"] and "tensor cores" not in h100.assumptions["weights"]
 
 
+def test_the_kv_cache_line_points_at_the_fp8_cache_a_modelopt_checkpoint_declares() -> None:
+    # serve keeps --kv-dtype auto at 16 bits and says which engines take the checkpoint's FP8 cache
+    line = {(e, p): _model("llama-3.1-70b", "b200", "dgx-b200", tp=4, precision=p, engine=e).assumptions["kv_cache"]
+            for e in ("vllm", "sglang", "tensorrt-llm") for p in ("fp8", "fp4")}
+    assert all(x.startswith("16-bit KV cache") for x in line.values())
+    assert "ModelOpt FP8 checkpoint declares an FP8 KV cache, which vLLM (since its PR #29980" in line["vllm", "fp8"]
+    assert "FP4 checkpoint declares an FP8 KV cache, which SGLang takes" in line["sglang", "fp4"]
+    assert "declares" not in line["sglang", "fp8"]  # the model makers' FP8 checkpoints declare no KV scheme
+    assert "which TensorRT-LLM takes by default" in line["tensorrt-llm", "fp8"]
+    fp8 = _model("llama-3.1-70b", "b200", "dgx-b200", tp=4, precision="fp4", engine="sglang", kv_dtype="fp8")
+    assert fp8.assumptions["kv_cache"].startswith("FP8 KV cache") and "declares" not in fp8.assumptions["kv_cache"]
+
+
 def test_moe_expert_math_runs_below_a_dense_gemms_rate_in_prefill_not_in_small_decode() -> None:
     import dataclasses
 

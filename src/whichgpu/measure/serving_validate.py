@@ -27,9 +27,9 @@ What each row is run with (stated in `ASSUMPTIONS`):
   prefilled with its whole wave; the measured TTFT at concurrency 4-8 (about 1.2-1.5 prefill steps
   on the rows whose prefill the model gets right, dense models on H100/H200) says the measured
   clients were not. TPOT is a mean over requests and barely moves.
-- 90 % of GPU memory for the engine, 16-bit KV cache unless the row says FP8, weights in the row's
-  precision (blank: BF16); each engine's profile (vllm, sglang, tensorrt-llm), its request overhead
-  included.
+- 90 % of GPU memory for the engine, a 16-bit KV cache unless the row says FP8 or the engine takes
+  an FP8 cache from the row's checkpoint (`row_kv_dtype`), weights in the row's precision (blank:
+  BF16); each engine's profile (vllm, sglang, tensorrt-llm), its request overhead included.
 
 DP attention rows (the ``attention_dp`` column, or a blank column whose per-rank batch size times
 tp is the concurrency, as in seven TensorRT-LLM NVFP4 DeepSeek rows) run as `serve --attention-dp`
@@ -99,13 +99,15 @@ ASSUMPTIONS = {
               "isl + 1500 tokens, chunked prefill mixed with decode (sglang: a step prefills or decodes, its "
               "default without --enable-mixed-chunk; tensorrt-llm: whole prompts mixed with decode, its default "
               "without chunked prefill); 90 % of GPU memory; the engine's profile (vllm, "
-              "sglang = vLLM's kernels with its own request overhead, tensorrt-llm); vllm and sglang admit on the next "
-              "chunk's KV blocks and preempt, tensorrt-llm reserves each request's whole prompt and answer "
+              "sglang = vLLM's kernels with its own request overhead, tensorrt-llm); vllm admits on the next chunk's KV "
+              "blocks and preempts, sglang keeps room for the running answers and retracts, tensorrt-llm reserves each request's whole prompt and answer "
               "(GUARANTEED_NO_EVICT, its default) and never preempts",
     "precision": "weights in the row's precision (blank: BF16); KV cache FP8 where kv_precision says so or, on "
-                 "tensorrt-llm and vllm, with FP8/FP4 weights (the engines take an FP8 KV cache from ModelOpt "
-                 "checkpoints; at 1k + 8k tokens the rows' TTFTs need it: Llama-3.1-70B FP8 on one H200 measures "
-                 "449 ms at 32 requests, which reserve 295k tokens where a 16-bit cache holds 185k), else 16-bit",
+                 "tensorrt-llm and vllm with FP8/FP4 weights and on sglang with FP4 weights (the engines take an FP8 KV "
+                 "cache from NVIDIA ModelOpt checkpoints, and every NVFP4 checkpoint is one; at 1k + 8k tokens the "
+                 "TensorRT-LLM and vLLM FP8 rows' TTFTs need it: Llama-3.1-70B FP8 on one H200 measures 449 ms at 32 "
+                 "requests, which reserve 295k tokens where a 16-bit cache holds 185k; SGLang's FP8 rows are the model "
+                 "makers' own checkpoints, with no KV scheme), else 16-bit",
     "metric": "mean TTFT and mean TPOT (the source does not say mean or median); one score per measurement_group",
 }
 
@@ -174,11 +176,11 @@ def layout(r: dict[str, str]) -> tuple[int, int, int]:
 
 def row_kv_dtype(r: dict[str, str], engine: str) -> str:
     """The KV-cache dtype a row is simulated with (`ASSUMPTIONS` "precision"): "fp8" where its
-    kv_precision says so or where ``engine`` takes an FP8 cache from FP8/FP4 weights
-    (`serving.model.KV_FP8_ENGINES`), else "auto" (16-bit)."""
-    from whichgpu.serving.model import KV_FP8_ENGINES
+    kv_precision says so or where ``engine`` takes an FP8 cache from the checkpoint of the row's
+    weights (`serving.model.KV_FP8_CHECKPOINTS`), else "auto" (16-bit)."""
+    from whichgpu.serving.model import kv_fp8_from_checkpoint
 
-    quantised = engine in KV_FP8_ENGINES and PRECISIONS[r["precision"]] in ("fp8", "fp4")
+    quantised = kv_fp8_from_checkpoint(engine, PRECISIONS[r["precision"]])
     return "fp8" if "fp8" in (r["kv_precision"] or "").lower() or quantised else "auto"
 
 

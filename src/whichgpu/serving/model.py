@@ -85,11 +85,31 @@ def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
     return get_engine(engine).unsupported_on(gpu.name, gpu.vendor)
 
 
-KV_FP8_ENGINES = ("tensorrt-llm", "vllm")
-"""Engines whose default KV-cache dtype follows an FP8/NVFP4 checkpoint's: NVIDIA ModelOpt exports
-declare ``kv_cache_quant_algo: FP8`` (NVIDIA/Model-Optimizer PR #557), which TensorRT-LLM applies
-("quantization settings are detected from the checkpoint", its quantization docs) and vLLM too since
-PR #29980 (2025-12, ``--kv-cache-dtype auto``). SGLang's ``auto`` is the model's dtype."""
+KV_FP8_CHECKPOINTS: dict[str, tuple[str, ...]] = {
+    "tensorrt-llm": ("fp8", "fp4"), "vllm": ("fp8", "fp4"), "sglang": ("fp4",)}
+"""Per engine, the weight precisions whose checkpoint is read as declaring an FP8 KV cache, which the
+engine's default ``auto`` then takes. NVIDIA ModelOpt exports declare ``kv_cache_quant_algo: FP8``
+(NVIDIA/Model-Optimizer PR #557); TensorRT-LLM applies it ("quantization settings are detected from
+the checkpoint", its quantization docs), vLLM too since PR #29980 (2025-12), and SGLang's
+``configure_kv_cache_dtype`` reads the same field for ``auto`` (in its model runner before its PR
+#18394, 2026-02, which fixed a side effect of it). Every NVFP4 checkpoint is a ModelOpt export
+(SGLang's cookbook also passes ``--kv-cache-dtype fp8_e4m3`` on its FP4 paths). FP8 is read as a
+ModelOpt export on TensorRT-LLM and vLLM (their dev rows' TTFTs need that capacity), but not on
+SGLang, whose FP8 rows are the model makers' own FP8 checkpoints (DeepSeek, Qwen, GLM), which
+declare no KV scheme: its ``auto`` stays 16-bit there (DeepSeek-R1 on B200 included: its
+server arguments pick the trtllm_mla backend and leave the KV dtype alone)."""
+
+
+KV_FP8_TAKEN_BY = {"tensorrt-llm": "TensorRT-LLM", "vllm": "vLLM (since its PR #29980, 2025-12)",
+                   "sglang": "SGLang"}
+
+
+def kv_fp8_from_checkpoint(engine: str, precision: str) -> bool:
+    """Whether `engine`'s ``--kv-cache-dtype auto`` is read as FP8 for `precision` weights
+    (`KV_FP8_CHECKPOINTS`)."""
+    return precision in KV_FP8_CHECKPOINTS.get(engine, ())
+
+
 NO_EVICT_ENGINES = ("tensorrt-llm",)
 """Engines whose scheduler reserves each request's whole prompt and answer at admission and never
 preempts: TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT`` (its LLM API
@@ -417,11 +437,9 @@ def build(setup: Setup) -> ServingModel:
                        + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
                           if adp > 1 else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU"
-                    + ("; an NVIDIA ModelOpt FP8/NVFP4 checkpoint declares an FP8 KV cache, which "
-                       f"{'TensorRT-LLM' if setup.engine == 'tensorrt-llm' else 'vLLM (since its PR #29980, 2025-12)'} takes by "
-                       "default: --kv-dtype fp8 to model that"
-                       if setup.kv_dtype == "auto" and setup.precision in ("fp8", "fp4")
-                       and setup.engine in KV_FP8_ENGINES else ""),
+                    + (f"; an NVIDIA ModelOpt {setup.precision.upper()} checkpoint declares an FP8 KV cache, which "
+                       f"{KV_FP8_TAKEN_BY.get(setup.engine, setup.engine)} takes by default: --kv-dtype fp8 to model that"
+                       if setup.kv_dtype == "auto" and kv_fp8_from_checkpoint(setup.engine, setup.precision) else ""),
         "scheduler": ("TensorRT-LLM's GUARANTEED_NO_EVICT (its default): a request starts when the KV blocks of its "
                       "whole prompt and answer fit beside the running requests'; none is preempted, the rest queue"
                       + ("; no chunked prefill (its default): each prompt is prefilled whole in one step, within the "
