@@ -170,7 +170,8 @@ def test_the_kv_cache_line_points_at_the_fp8_cache_a_modelopt_checkpoint_declare
     assert all(x.startswith("16-bit KV cache") for x in line.values())
     assert "ModelOpt FP8 checkpoint declares an FP8 KV cache, which vLLM (since its PR #29980" in line["vllm", "fp8"]
     assert "FP4 checkpoint declares an FP8 KV cache, which SGLang takes" in line["sglang", "fp4"]
-    assert "declares" not in line["sglang", "fp8"]  # the model makers' FP8 checkpoints declare no KV scheme
+    # the model makers' FP8 checkpoints declare no KV scheme: only a ModelOpt export gives SGLang one
+    assert "SGLang takes an FP8 KV cache from an FP8 checkpoint only where it declares one" in line["sglang", "fp8"]
     assert "which TensorRT-LLM takes by default" in line["tensorrt-llm", "fp8"]
     fp8 = _model("llama-3.1-70b", "b200", "dgx-b200", tp=4, precision="fp4", engine="sglang", kv_dtype="fp8")
     assert fp8.assumptions["kv_cache"].startswith("FP8 KV cache") and "declares" not in fp8.assumptions["kv_cache"]

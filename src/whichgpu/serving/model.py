@@ -91,8 +91,8 @@ KV_FP8_CHECKPOINTS: dict[str, tuple[str, ...]] = {
 engine's default ``auto`` then takes. NVIDIA ModelOpt exports declare ``kv_cache_quant_algo: FP8``
 (NVIDIA/Model-Optimizer PR #557); TensorRT-LLM applies it ("quantization settings are detected from
 the checkpoint", its quantization docs), vLLM too since PR #29980 (2025-12), and SGLang's
-``configure_kv_cache_dtype`` reads the same field for ``auto`` (in its model runner before its PR
-#18394, 2026-02, which fixed a side effect of it). Every NVFP4 checkpoint is a ModelOpt export
+``configure_kv_cache_dtype`` reads the same field for ``auto`` (already there when its PR #18394,
+2026-02, fixed a side effect of it). Every NVFP4 checkpoint is a ModelOpt export
 (SGLang's cookbook also passes ``--kv-cache-dtype fp8_e4m3`` on its FP4 paths). FP8 is read as a
 ModelOpt export on TensorRT-LLM and vLLM (their dev rows' TTFTs need that capacity), but not on
 SGLang, whose FP8 rows are the model makers' own FP8 checkpoints (DeepSeek, Qwen, GLM), which
@@ -102,6 +102,7 @@ server arguments pick the trtllm_mla backend and leave the KV dtype alone)."""
 
 KV_FP8_TAKEN_BY = {"tensorrt-llm": "TensorRT-LLM", "vllm": "vLLM (since its PR #29980, 2025-12)",
                    "sglang": "SGLang"}
+"""How the assumptions line names each engine that takes a checkpoint's FP8 KV cache."""
 
 
 def kv_fp8_from_checkpoint(engine: str, precision: str) -> bool:
@@ -439,7 +440,12 @@ def build(setup: Setup) -> ServingModel:
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU"
                     + (f"; an NVIDIA ModelOpt {setup.precision.upper()} checkpoint declares an FP8 KV cache, which "
                        f"{KV_FP8_TAKEN_BY.get(setup.engine, setup.engine)} takes by default: --kv-dtype fp8 to model that"
-                       if setup.kv_dtype == "auto" and kv_fp8_from_checkpoint(setup.engine, setup.precision) else ""),
+                       if setup.kv_dtype == "auto" and kv_fp8_from_checkpoint(setup.engine, setup.precision) else
+                       f"; {KV_FP8_TAKEN_BY[setup.engine]} takes an FP8 KV cache from an {setup.precision.upper()} "
+                       "checkpoint only where it declares one (NVIDIA ModelOpt exports do; DeepSeek's, Qwen's and GLM's "
+                       "own FP8 releases do not): --kv-dtype fp8 to model that"
+                       if setup.kv_dtype == "auto" and setup.precision in ("fp8", "fp4")
+                       and setup.engine in KV_FP8_TAKEN_BY else ""),
         "scheduler": ("TensorRT-LLM's GUARANTEED_NO_EVICT (its default): a request starts when the KV blocks of its "
                       "whole prompt and answer fit beside the running requests'; none is preempted, the rest queue"
                       + ("; no chunked prefill (its default): each prompt is prefilled whole in one step, within the "
