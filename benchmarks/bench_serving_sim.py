@@ -77,7 +77,7 @@ def _real(gpu_id: str) -> tuple[Callable[[], StepTime], SchedulerConfig]:
     gpu = load_catalog(None).get(gpu_id)
     setup = Setup("llama-3.1-8b", gpu, resolve_system(gpu, None, load_systems(None)))
     sm = build(setup)
-    mbt, mns = vllm_batch_defaults(int(gpu.memory_gb * 1e9), gpu.name)
+    mbt, mns = vllm_batch_defaults(int(gpu.usable_memory_bytes), gpu.name)
     cap = sm.capacity(max_seq_len=2100, max_num_batched_tokens=mbt, max_num_seqs=mns)
     cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
                                         cpu_overhead_s=sm.cpu_overhead_s)

@@ -35,7 +35,7 @@ INPUT_LEN = OUTPUT_LEN = 1000
 def one_search(slo: Slo) -> tuple[SloSearch, int]:
     gpu = load_catalog(None).get("h100-sxm5-80gb")
     sm = build(Setup("llama-3.1-8b", gpu, resolve_system(gpu, None, load_systems(None))))
-    mbt, mns = vllm_batch_defaults(int(gpu.memory_gb * 1e9), gpu.name)
+    mbt, mns = vllm_batch_defaults(int(gpu.usable_memory_bytes), gpu.name)
     cap = sm.capacity(max_seq_len=INPUT_LEN + OUTPUT_LEN, max_num_batched_tokens=mbt, max_num_seqs=mns)
     cfg = SchedulerConfig.from_capacity(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
                                         cpu_overhead_s=sm.cpu_overhead_s)

@@ -17,7 +17,8 @@ def test_fit_70b_on_one_h100_shows_the_layouts_that_fit_and_exits_1_naming_one()
     layouts = doc["parallel_layouts"]
     assert doc["fits"] is False and 1 <= len(layouts) <= 3
     best = layouts[0]
-    assert best["fits"] and best["peak_memory_gb"] < 80 and best["gpus"] == 16
+    usable = 80 * 2**30 * 0.985 / 1e9  # an "80 GB" H100: 80 GiB, the driver's share off (84.6 GB)
+    assert best["fits"] and best["peak_memory_gb"] < usable and best["gpus"] == 16
     assert best["tp"] * best["pp"] * best["cp"] * best["dp"] == 16 and best["tp"] * best["pp"] > 1
     for key in ("vp", "ep", "micro_batch", "grad_accum", "sharding", "recompute", "schedule", "step_s", "tokens_per_s"):
         assert key in best, key
@@ -46,7 +47,7 @@ def test_recommend_70b_ranks_tensor_pipeline_layouts() -> None:
     layouts = [run["layout"] for r in doc["rows"] for run in r["runs"]]
     assert all(lay["planner"] and lay["tp"] * lay["pp"] > 1 for lay in layouts)
     h100 = next(r for r in doc["rows"] if r["gpu"] == "h100-sxm5-80gb")
-    assert h100["gpus"] == 16 and h100["runs"][0]["memory_bytes"] < 80e9
+    assert h100["gpus"] == 16 and h100["runs"][0]["memory_bytes"] < 80 * 2**30 * 0.985  # the usable 84.6 GB
     assert "parallel planner" in h100["reason"]
 
     res = invoke("recommend", *LLAMA_70B, "--task", "train", "--gpu", "h100,b200", "--max-gpus", "16")

@@ -156,3 +156,63 @@ def test_sglang_pool_for_comparison() -> None:
     lay = kv_layout(**LLAMA31_8B, kv_dtype_bytes=2)
     assert kv_tokens_sglang(free_after_weights_bytes=64 * GIB, total_memory_bytes=80 * GIB,
                             mem_fraction_static=0.9, layout=lay) == 458_752
+
+
+def test_sglang_default_memory_fraction_follows_its_rule() -> None:
+    from whichgpu.serving.kv import sglang_mem_fraction_static as frac
+
+    # H100 (81,920 MiB), TP1: chunk 8192, CUDA-graph batch 256; reserved = 512 + 1.5 x 8192 + 2 x 256
+    # + 1024 x 1 / 8 = 13,440 MiB (over the 10 GiB floor); (81,920 - 13,440) / 81,920 = 0.836
+    assert frac(81_920, tp=1) == (0.836, 8192, 256)
+    # H200 (144,384 MiB), TP8: 512 + 12,288 + 2 x 512 + 1024 = 14,848; 129,536 / 144,384 = 0.897
+    assert frac(144_384, tp=8) == (0.897, 8192, 512)
+    # B200 (184,320 MiB), TP8: chunk 16384, batch 512: 512 + 24,576 + 1,024 + 1,024 = 27,136 -> 0.853
+    assert frac(184_320, tp=8) == (0.853, 16384, 512)
+    # with 8 DP-attention groups: + 3 x 512 x 8 + 1.5 x 512 x 8 (batch over 300) = 45,568 -> 0.753
+    assert frac(184_320, tp=8, dp_attention=8)[0] == 0.753
+    # L4 with ECC on (23,040 MiB), TP1: chunk 2048, batch 24: 512 + 3,072 + 48 + 128 = 3,760, under
+    # 60 GiB so no floor; 19,280 / 23,040 = 0.837
+    assert frac(23_040, tp=1) == (0.837, 2048, 24)
+    # a draft head adds 2 GiB after the floor (H100 TP1: 15,488 -> 0.811), a standalone draft 6 GiB
+    assert frac(81_920, tp=1, speculative="eagle")[0] == 0.811
+    assert frac(81_920, tp=1, speculative="standalone")[0] == round((81_920 - 13_440 - 6144) / 81_920, 3)
+    # the 10 GiB floor: an 80 GiB card at TP1 with a small chunk would reserve less
+    assert frac(65 * 1024, tp=1)[0] == round((65 * 1024 - 13_440) / (65 * 1024), 3)
+
+
+def test_sglang_sizes_its_pool_from_the_memory_free_before_loading() -> None:
+    # profile_max_num_token: (free after the weights) - (free before them) x (1 - fraction): the
+    # activations are not subtracted, they live in the 1 - fraction left over
+    from whichgpu.hardware.catalog import load_catalog
+    from whichgpu.hardware.system import load_systems
+    from whichgpu.serving.kv import default_non_torch_bytes
+    from whichgpu.serving.model import Setup, build
+
+    gpu = load_catalog().get("h100-sxm5-80gb")
+    sg = build(Setup("llama-3.1-8b", gpu, load_systems().get("dgx-h100"), engine="sglang"))
+    vl = build(Setup("llama-3.1-8b", gpu, load_systems().get("dgx-h100"), engine="vllm"))
+    assert sg.sglang_mem_fraction == 0.836
+    cap = sg.capacity(max_seq_len=2048)
+    free_before = gpu.usable_memory_bytes - default_non_torch_bytes(1)
+    assert cap.engine_fraction == 0.836
+    assert cap.kv_cache_bytes == pytest.approx(0.836 * free_before - sg.weight_bytes, abs=2)
+    assert vl.capacity(max_seq_len=2048).engine_fraction is None
+    # --gpu-memory-utilization sets SGLang's fraction, read the same way
+    mine = sg.capacity(gpu_memory_utilization=0.9, max_seq_len=2048)
+    assert mine.kv_cache_bytes == pytest.approx(0.9 * free_before - sg.weight_bytes, abs=2)
+    assert "mem_fraction_static 0.836" in sg.assumptions["memory"]
+
+
+def test_the_engines_read_the_memory_cudamemgetinfo_reports() -> None:
+    # vLLM's own log on an H100: 79.18 GiB total (cudaMemGetInfo); the catalog's "80 GB" is 80 GiB,
+    # less the driver's 1.5 %: 78.8 GiB, not 80e9 bytes (74.5 GiB)
+    from whichgpu.hardware.catalog import load_catalog
+    from whichgpu.hardware.system import load_systems
+    from whichgpu.serving.model import Setup, build
+
+    gpu = load_catalog().get("h100-sxm5-80gb")
+    assert gpu.usable_memory_bytes / GiB == pytest.approx(79.18, rel=0.01)
+    m = build(Setup("llama-3.1-8b", gpu, load_systems().get("dgx-h100")))
+    cap = m.capacity(max_seq_len=2048)
+    assert cap.total_memory_bytes == int(gpu.usable_memory_bytes)
+    assert "80 GiB x 0.985 usable" in m.assumptions["memory"]

@@ -83,14 +83,15 @@ def test_pp1_is_todays_path() -> None:
 
 
 def test_pp2_fits_a_model_one_gpu_cannot_hold() -> None:
-    # Qwen3-32B in BF16 (65.5 GB) on one 48 GB L40S: no; on two, 32.8 GB per GPU
+    # Qwen3-32B in BF16 (65.5 GB) on one 48 GB L40S (ECC on: 44.3 GiB, 47.6 GB usable): no; on two,
+    # 32.8 GB per GPU
     with pytest.raises(NoAnswerError):
         _cfg(_model("qwen3-32b", "l40s", None))
     one = _model("qwen3-32b", "l40s", None, pp=1)
     two = _model("qwen3-32b", "l40s", None, pp=2)
     assert two.weight_bytes == pytest.approx(one.weight_bytes / 2, rel=0.02)
     cap, _ = _cfg(two)
-    assert cap.num_tokens > 50_000
+    assert cap.num_tokens > 45_000
     # where both fit, a GPU's cache holds more than 2x the tokens: half the layers per token and
     # more memory left by half the weights
     cap1, _ = _cfg(_model())

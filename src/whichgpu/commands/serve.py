@@ -87,8 +87,11 @@ def serve_cmd(
     precision: str = typer.Option("bf16", "--precision", help="Weights: bf16, fp16, fp8, int8 (W8A8), int4 "
                                   "(weight-only, AWQ/GPTQ) or fp4 (Blackwell)."),
     kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache: auto (16-bit), bf16, fp16 or fp8."),
-    gpu_memory_utilization: float = float_option(0.9, "--gpu-memory-utilization", bound=UTILIZATION,
-                                                 help="Share of GPU memory the engine may use (vLLM's flag)."),
+    gpu_memory_utilization: float = float_option(None, "--gpu-memory-utilization", bound=UTILIZATION,
+                                                 help="Share of GPU memory the engine may use: vLLM's "
+                                                 "--gpu-memory-utilization (default 0.9), SGLang's "
+                                                 "--mem-fraction-static (default: its rule for the GPU), "
+                                                 "TensorRT-LLM's free_gpu_memory_fraction (default 0.9)."),
     max_num_seqs: int = int_option(None, "--max-num-seqs", bound=CONCURRENCY, help="Most requests running at once "
                                    "(default: vLLM's for the GPU, 256 or 1024)."),
     max_batched_tokens: int = int_option(None, "--max-batched-tokens", "--max-num-batched-tokens",
@@ -149,7 +152,7 @@ def serve_run(
     engine: str = "vllm", mixed_chunk: bool | None = None, concurrency: int | None = None, rate: float | None = None,
     input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
-    output_len_stddev: float = 0.0, precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
+    output_len_stddev: float = 0.0, precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float | None = None,
     max_num_seqs: int | None = None, max_batched_tokens: int | None = None, prefix_cache_hit_rate: float = 0.0,
     slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, slo_percentile: int = 90, seed: int = 0,
     sweep: bool = False, catalog: str | None = None,
@@ -194,7 +197,7 @@ def serve_run(
         raise InputError("speculative decoding needs both --spec-draft-len and --spec-acceptance", field="spec_draft_len")
     if spec_draft_model is not None and spec_draft_len is None:
         raise InputError("--spec-draft-model needs --spec-draft-len and --spec-acceptance", field="spec_draft_model")
-    total_bytes = int(g.memory_gb * 1e9)
+    total_bytes = int(g.usable_memory_bytes)
     d_tokens, d_seqs = batch_defaults(engine, total_bytes, g.name)
     mbt = max_batched_tokens or d_tokens
     mns = max_num_seqs or d_seqs

@@ -99,6 +99,7 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "type": text(required=True),
         "bandwidth_gbps": number(required=True, lo=10, hi=100_000, unit="GB/s"),
         "l2_cache_mb": number(lo=0.01, hi=4096, unit="MB"),
+        "inline_ecc": flag(),
     },
     "compute": {
         "sm_count": whole(lo=1, hi=100_000, unit="SMs"),
@@ -254,6 +255,7 @@ def _spec_from_raw(path: str, raw: dict[str, Any], overridden_by: tuple[str, ...
         form_factor=raw["form_factor"],
         segment=raw["segment"],
         memory_gb=float(mem["size_gb"]),
+        inline_ecc=bool(mem.get("inline_ecc", False)),
         memory_type=mem["type"],
         memory_bandwidth_gbps=float(mem["bandwidth_gbps"]),
         peak_tflops=peaks,

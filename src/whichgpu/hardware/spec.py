@@ -24,6 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+GIB = 1024.0**3
+
+# GPU memory comes in power-of-two devices: an "80 GB" card has 80 GiB (nvidia-smi: H100 SXM 81,559
+# MiB, H200 143,771 MiB, B200 183,359 MiB, A100 80GB 81,920 MiB). The driver keeps a little:
+# cudaMemGetInfo totals (PyTorch's OOM message "total capacity", vLLM's start-up log) are 79.18 of
+# 80 GiB (H100), 23.68 of 24 GiB (RTX 4090) and 7.78 of 8 GiB (RTX 3070).
+USABLE_FRACTION = 0.985
+# Datacenter GDDR cards keep ECC on by default, inside the memory: 1/16 of it holds the check bits
+# (nvidia-smi totals: T4 15,360 of 16,384 MiB, L4 23,034 and A10/A10G 23,028 of 24,576, A40 and L40S
+# 46,068 of 49,152; PyTorch's "total capacity" on a T4, 14.75 GiB).
+INLINE_ECC_FRACTION = 15 / 16
+
 # Compute dtypes a kernel can run in. Order = from widest to narrowest.
 COMPUTE_DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
 
@@ -119,9 +131,26 @@ class GpuSpec:
     notes: str = ""
     path: str = ""
     overridden_by: tuple[str, ...] = ()
+    inline_ecc: bool = False
+    """ECC on by default and kept inside the GDDR itself (datacenter GDDR cards: T4, A10, A40, L4,
+    L40, L40S): 1/16 of the memory holds the check bits (`usable_memory_bytes`)."""
     estimated_peaks: dict[str, str] = field(default_factory=dict)
     """dtype -> caveat, for each peak in `peak_tflops` that no source gives and the catalog
     estimated from the card's SMs and clock (`with_estimated_peaks`)."""
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        """The memory a process can allocate, as cudaMemGetInfo reports the total (what vLLM's
+        gpu_memory_utilization multiplies, what a training job fills): `memory_gb` GiB, less the
+        1/16 inline ECC keeps on GDDR cards that have it on (`inline_ecc`), less the driver's share
+        (`USABLE_FRACTION`)."""
+        return self.memory_gb * GIB * (INLINE_ECC_FRACTION if self.inline_ecc else 1.0) * USABLE_FRACTION
+
+    @property
+    def usable_memory_text(self) -> str:
+        """How `usable_memory_bytes` is reckoned, for assumption lines: "80 GiB x 0.985 usable"."""
+        ecc = " x 15/16 (inline ECC on)" if self.inline_ecc else ""
+        return f"{self.memory_gb:g} GiB{ecc} x {USABLE_FRACTION} usable"
 
     def peak(self, dtype: str) -> float | None:
         """Dense peak in TFLOP/s (TOP/s for integer dtypes), None if unknown or unsupported
@@ -184,6 +213,8 @@ class GpuSpec:
             "aliases": list(self.aliases),
             "memory_gb": self.memory_gb,
             "memory_type": self.memory_type,
+            "inline_ecc": self.inline_ecc,
+            "usable_memory_gib": round(self.usable_memory_bytes / GIB, 3),
             "memory_bandwidth_gbps": self.memory_bandwidth_gbps,
             "l2_cache_mb": self.l2_cache_mb,
             "sm_count": self.sm_count,

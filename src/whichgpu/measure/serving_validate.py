@@ -27,9 +27,12 @@ What each row is run with (stated in `ASSUMPTIONS`):
   prefilled with its whole wave; the measured TTFT at concurrency 4-8 (about 1.2-1.5 prefill steps
   on the rows whose prefill the model gets right, dense models on H100/H200) says the measured
   clients were not. TPOT is a mean over requests and barely moves.
-- 90 % of GPU memory for the engine, a 16-bit KV cache unless the row says FP8 or the engine takes
-  an FP8 cache from the row's checkpoint (`row_kv_dtype`), weights in the row's precision (blank:
-  BF16); each engine's profile (vllm, sglang, tensorrt-llm), its request overhead included.
+- each engine's default memory fraction (vLLM 0.9 of the memory cudaMemGetInfo reports, the
+  catalog's GiB less 1.5 %; TensorRT-LLM 0.9 of what loading leaves; SGLang its own
+  mem_fraction_static rule, AIConfigurator's SGLang templates passing none), a 16-bit KV cache
+  unless the row says FP8 or the engine takes an FP8 cache from the row's checkpoint
+  (`row_kv_dtype`), weights in the row's precision (blank: BF16); each engine's profile (vllm,
+  sglang, tensorrt-llm), its request overhead included.
 
 DP attention rows (the ``attention_dp`` column, or a blank column whose per-rank batch size times
 tp is the concurrency, as in seven TensorRT-LLM NVFP4 DeepSeek rows) run as `serve --attention-dp`
@@ -98,7 +101,8 @@ ASSUMPTIONS = {
     "engine": "AIConfigurator's benchmark knobs: max_num_seqs = the row's batch size, a step budget of batch size + "
               "isl + 1500 tokens, chunked prefill mixed with decode (sglang: a step prefills or decodes, its "
               "default without --enable-mixed-chunk; tensorrt-llm: whole prompts mixed with decode, its default "
-              "without chunked prefill); 90 % of GPU memory; the engine's profile (vllm, "
+              "without chunked prefill); the engine's memory fraction (vllm 0.9 of the memory cudaMemGetInfo reports, "
+              "tensorrt-llm 0.9 of what loading leaves, sglang its own mem_fraction_static rule); the engine's profile (vllm, "
               "sglang = vLLM's kernels with its own request overhead, tensorrt-llm); vllm admits on the next chunk's KV "
               "blocks and preempts, sglang keeps room for the running answers and retracts, tensorrt-llm reserves each request's whole prompt and answer "
               "(GUARANTEED_NO_EVICT, its default) and never preempts",
@@ -106,7 +110,7 @@ ASSUMPTIONS = {
                  "tensorrt-llm and vllm with FP8/FP4 weights and on sglang with FP4 weights (the engines take an FP8 KV "
                  "cache from NVIDIA ModelOpt checkpoints, and every NVFP4 checkpoint is one; at 1k + 8k tokens the "
                  "TensorRT-LLM and vLLM FP8 rows' TTFTs need it: Llama-3.1-70B FP8 on one H200 measures 449 ms at 32 "
-                 "requests, which reserve 295k tokens where a 16-bit cache holds 185k; SGLang's FP8 rows are the model "
+                 "requests, which reserve 295k tokens where a 16-bit cache holds 208k; SGLang's FP8 rows are the model "
                  "makers' own checkpoints, with no KV scheme), else 16-bit",
     "metric": "mean TTFT and mean TPOT (the source does not say mean or median); one score per measurement_group",
 }

@@ -24,14 +24,8 @@ from whichgpu.memory.plan import cuda_context_bytes, fragmentation
 from whichgpu.memory.training import training
 from whichgpu.parallel.plan import Plan
 from whichgpu.perf.bands import Band, load_bands, workload_family
-from whichgpu.units import GB, GiB
+from whichgpu.units import GB
 from whichgpu.workload.trace import Trace
-
-# GPU memory comes in power-of-two devices: a "80 GB" card has 80 GiB. The driver keeps a little:
-# cudaMemGetInfo totals (PyTorch's OOM message "total capacity") are 23.68 of 24 GiB (RTX 4090)
-# and 7.78 of 8 GiB (RTX 3070); GDDR cards with ECC on lose ~6% more (T4: 14.75 of 16 GiB).
-USABLE_FRACTION = 0.985
-
 
 LINE_TITLES: dict[str, str] = {
     "weights": "weights", "gradients": "gradients", "master_weights": "master weights",
@@ -147,7 +141,8 @@ def memory_confidence(trace: Trace, gpu: GpuSpec) -> tuple[Band | None, tuple[st
 
 
 def capacity_bytes(gpu: GpuSpec) -> float:
-    return gpu.memory_gb * GiB * USABLE_FRACTION
+    """What a process can allocate on `gpu` (`GpuSpec.usable_memory_bytes`)."""
+    return gpu.usable_memory_bytes
 
 
 def memory_estimate(trace: Trace, gpu: GpuSpec, plan: Plan | None = None,
@@ -181,7 +176,7 @@ def memory_estimate(trace: Trace, gpu: GpuSpec, plan: Plan | None = None,
     total = sum(v.bytes for v in lines.values())
     cap = capacity_bytes(gpu)
     assumptions = {
-        "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} usable = {gb(cap)}",
+        "capacity": f"{gpu.usable_memory_text} = {gb(cap)}",
         "precision": f"{prec.name}: {prec.description}",
         "fragmentation": f"{frag:g} of churning memory",
         "cuda_context": gb(ctx),

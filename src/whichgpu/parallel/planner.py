@@ -533,10 +533,12 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     peak_flops, peak_dtype = _peak_dtype(ctx)
     model_flops = ctx.model_flops_per_token * tokens / job.gpus
     hw = model_flops * (4.0 / 3.0 if recompute == "full" else 1.0)
-    fits = peak <= job.gpu.memory_gb * 1e9
+    capacity = job.gpu.usable_memory_bytes
+    fits = peak <= capacity
     reason = "" if fits else (f"needs {peak / 1e9:.1f} GB on pipeline rank {worst_mem} (weights {memory['weights'] / 1e9:.1f}, "
                               f"gradients {memory['gradients'] / 1e9:.1f}, optimizer {memory['optimizer'] / 1e9:.1f}, "
-                              f"activations {memory['activations'] / 1e9:.1f}) of {job.gpu.memory_gb:g} GB")
+                              f"activations {memory['activations'] / 1e9:.1f}) of {capacity / 1e9:.1f} GB usable "
+                              f"({job.gpu.usable_memory_text})")
     res = Result(
         plan=plan, fits=fits, reason=reason, step_s=step, tokens_per_s=tps,
         model_tflops_per_gpu=model_flops / step / 1e12, mfu=model_flops / step / peak_flops,
@@ -576,7 +578,8 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
                                 + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
             if plan.tp > 1 else "none",
             "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
-                       "activations; activations of the schedule's peak in-flight micro-batches"),
+                       "activations; activations of the schedule's peak in-flight micro-batches; fits in "
+                       f"{job.gpu.usable_memory_text} = {capacity / 1e9:.1f} GB"),
             "layout_order": "Megatron rank order tp, cp, dp, pp",
             **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
                        "grouped expert GEMMs timed per expert, "

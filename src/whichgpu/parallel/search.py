@@ -179,7 +179,7 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
     skipped: dict[str, int] = {}
     n = 0
     total = float(job.args.params()[0])
-    capacity = job.gpu.memory_gb * 1e9
+    capacity = job.gpu.usable_memory_bytes
     for plan in candidates(job, fixed, base):
         try:
             check_layout(job, plan)

@@ -101,7 +101,7 @@ def planned_run(tracer: Tracer, req: Request, w: Workload, gpu: GpuSpec, prec: s
     if r is None:
         return None
     trace = traces_for(tracer, w, prec, w.spec.batch_size or 1)[0]
-    return PlannedRun(w, Layout(r.plan, r.peak_memory_bytes, gpu.memory_gb * 1e9), r, job, gpu, prec, why, trace)
+    return PlannedRun(w, Layout(r.plan, r.peak_memory_bytes, gpu.usable_memory_bytes), r, job, gpu, prec, why, trace)
 
 
 def applies(req: Request, w: Workload) -> bool:

@@ -20,7 +20,6 @@ from whichgpu.errors import BatchTooSmallError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.memory.allowances import cublas_workspace_bytes, workspace
 from whichgpu.memory.estimate import (
-    USABLE_FRACTION,
     MemoryEstimate,
     capacity_bytes,
     memory_confidence,
@@ -98,8 +97,7 @@ class Tracer:
         band, outside = memory_confidence(trace, gpu)
         return replace(e, gpu_id=gpu.id, gpu_name=gpu.name, capacity_bytes=cap, workspace=MemoryLine(ws_bytes, ws_text),
                        band=band, outside=outside,
-                       assumptions={**e.assumptions, "capacity": f"{gpu.memory_gb:g} GiB x {USABLE_FRACTION} "
-                                    f"usable = {gb(cap)}"})
+                       assumptions={**e.assumptions, "capacity": f"{gpu.usable_memory_text} = {gb(cap)}"})
 
     def need(self, trace: Trace, gpu: GpuSpec, plan: Plan) -> float:
         key = (id(trace), plan, cublas_workspace_bytes(gpu))

@@ -200,7 +200,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
     try:
         sm = build(Setup(ask.model, g, sys_, tp=tp, ep=ep, precision=ask.precision, kv_dtype=ask.kv_dtype,
                          engine=ask.engine, attention_dp=adp))
-        tokens, seqs = batch_defaults(ask.engine, int(g.memory_gb * 1e9), g.name)
+        tokens, seqs = batch_defaults(ask.engine, int(g.usable_memory_bytes), g.name)
         cap = sm.capacity(max_seq_len=ask.input_len + ask.output_len, max_num_batched_tokens=tokens,
                           max_num_seqs=seqs)
         cfg = sm.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens)
@@ -386,10 +386,16 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
     assumptions = {
         "engine": f"{ask.engine}: " + ("its scheduling (GUARANTEED_NO_EVICT, whole prompts, no chunked prefill) "
                                         f"with max_num_tokens {TRTLLM_MAX_NUM_TOKENS} and vLLM's max_num_seqs for "
-                                        "the GPU"
+                                        "the GPU, 0.9 of the memory free after loading for the KV cache"
                                         if ask.engine == "tensorrt-llm" else
+                                        "its scheduling (prefill-first steps, admission within new_token_ratio, "
+                                        "retraction) with vLLM's max_num_seqs and max_num_batched_tokens for the GPU, "
+                                        "its default mem_fraction_static for the GPU and layout"
+                                        if ask.engine == "sglang" else
                                         "vLLM v1 scheduling with the GPU's default max_num_seqs and "
-                                        "max_num_batched_tokens") + ", 90 % of GPU memory",
+                                        "max_num_batched_tokens, 90 % of GPU memory")
+                  + " (GPU memory as cudaMemGetInfo reports it: the catalog's GiB less the driver's 1.5 % and "
+                    "inline ECC's sixteenth)",
         "workload": f"Poisson arrivals at {ask.rate_per_s:g} requests/s split evenly over the replicas; "
                     f"{ask.input_len} prompt + {ask.output_len} answer tokens",
         "slo": f"P{ask.percentile} over the middle half of {PROBE_REQUESTS}+ requests per probe, bracket narrowed to "

@@ -86,8 +86,10 @@ def print_show(s: GpuSpec) -> None:
         row(k, d[k], k)
     row("aliases", ", ".join(s.aliases), "aliases")
     for k, sk in (("memory_gb", "memory.size_gb"), ("memory_type", "memory.type"),
-                  ("memory_bandwidth_gbps", "memory.bandwidth_gbps"), ("l2_cache_mb", "memory.l2_cache_mb")):
+                  ("memory_bandwidth_gbps", "memory.bandwidth_gbps"), ("l2_cache_mb", "memory.l2_cache_mb"),
+                  ("inline_ecc", "memory.inline_ecc")):
         row(k, d[k], sk)
+    t.add_row("usable memory", f"{d['usable_memory_gib']:g} GiB", s.usable_memory_text)
     for k in ("sm_count", "boost_clock_mhz", "base_clock_mhz", "shared_mem_per_sm_kb", "l1_cache_per_sm_kb",
               "sparsity_2to4"):
         row(k, d[k], f"compute.{k}")

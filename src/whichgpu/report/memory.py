@@ -166,7 +166,8 @@ def _parallel(p: Layouts) -> None:
         t.add_row(label(q), f"{q.micro_batch}x{q.grad_accum}", q.sharding, q.recompute or "none",
                   f"{x.peak_memory_bytes / 1e9:.1f}", f"{x.step_s:.3g}", f"{x.tokens_per_s:,.0f}")
     console.print(t)
-    say(f"{p.note}; peak GB: the worst rank's, of {job.gpu.memory_gb:g} GB", wrap=True)
+    say(f"{p.note}; peak GB: the worst rank's, of {job.gpu.usable_memory_bytes / 1e9:.1f} GB usable "
+        f"({job.gpu.usable_memory_text})", wrap=True)
     if p.command:
         say("more layouts, the time split and export:")
         say((p.command, "cyan"), wrap=True)

@@ -114,7 +114,8 @@ def _setup_doc(rep: ServeReport) -> dict[str, Any]:
                                                     "draft_model": sp.draft_model},
             "replicas": rep.replicas, "gpus_per_replica": rep.gpus_per_replica,
             "gpus": rep.gpus, "engine": s.engine, "precision": s.precision, "kv_dtype": s.kv_dtype,
-            "gpu_memory_utilization": rep.capacity.gpu_memory_utilization, "max_num_seqs": c.max_num_seqs,
+            "gpu_memory_utilization": rep.capacity.gpu_memory_utilization,
+            "engine_memory_fraction": rep.capacity.engine_fraction, "max_num_seqs": c.max_num_seqs,
             "max_num_batched_tokens": c.max_num_batched_tokens, "block_size": c.block_size,
             "prefix_cache_hit_rate": c.prefix_cache_hit_rate, "cpu_overhead_ms_per_step": c.cpu_overhead_s * 1e3,
             "request_overhead_ms": c.request_latency_s * 1e3}
@@ -307,7 +308,10 @@ def print_serve(rep: ServeReport) -> None:
     m = compact_table("memory per GPU")
     m.add_column("", no_wrap=True)
     m.add_column("value", justify="right")
-    for name, val in (("GPU memory x utilization", f"{cap.requested_bytes / GB:.1f} GB of {cap.total_memory_bytes / GB:.1f}"),
+    share = f"{cap.requested_bytes / GB:.1f} GB of {cap.total_memory_bytes / GB:.1f}"
+    if cap.engine_fraction is not None:
+        share += f" (the engine's fraction {cap.engine_fraction:g}, its accounting)"
+    for name, val in (("GPU memory x utilization", share),
                       ("weights", f"{cap.weight_bytes / GB:.2f} GB"),
                       ("activation peak (profiling run)", f"{cap.activation_peak_bytes / GB:.2f} GB"),
                       ("non-torch (NCCL, workspaces)", f"{cap.non_torch_bytes / GB:.2f} GB"),

@@ -187,6 +187,10 @@ class KvCapacity:
     """total - requested, minus CUDA graphs when they are not in the budget: what is left for the
     CUDA context and anything else; negative means the engine would likely run out of memory."""
     notes: tuple[str, ...] = ()
+    engine_fraction: float | None = None
+    """The engine's own memory fraction where its accounting is not vLLM's (SGLang's
+    mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction); `gpu_memory_utilization` is
+    then the vLLM-style share of the total that gives the same KV bytes."""
 
 
 def _groups(layout: KvLayout, block_size: int) -> tuple[BlockGroups, int]:
@@ -304,6 +308,43 @@ def batch_defaults(engine: str, total_memory_bytes: int, device_name: str = "") 
     but TensorRT-LLM's own max_num_tokens of `TRTLLM_MAX_NUM_TOKENS`."""
     tokens, seqs = vllm_batch_defaults(total_memory_bytes, device_name)
     return (TRTLLM_MAX_NUM_TOKENS if engine == "tensorrt-llm" else tokens), seqs
+
+
+def sglang_mem_fraction_static(gpu_mem_mib: float, tp: int, pp: int = 1, dp_attention: int = 1,
+                               speculative: str | None = None) -> tuple[float, int, int]:
+    """(mem_fraction_static, chunked_prefill_size, cuda_graph_max_bs) SGLang picks when the flags are
+    not given (sgl-project/sglang ``server_args.py`` ``_handle_gpu_memory_settings``, 0.5.8-0.5.9).
+
+    ``gpu_mem_mib``: the device's total as nvidia-smi reports it, in MiB. By memory band the chunk
+    and the largest CUDA-graph batch are (under 20 GiB) 2048 and 8; (under 35) 2048 and 24, or 80
+    from TP 4; (under 60) 4096 and 32 or 160; (under 160) 8192 and 256 or 512; else 16384 and 512.
+    It reserves, in MiB, 512 + 1.5 x max(chunk, 2048) + 2 x graph batch + 1024 x tp x pp / 8, with
+    DP attention 3 x graph batch x groups more (4.5 x above a graph batch of 300), at least 10 GiB on
+    a device over 60 GiB, then 2 GiB more for speculative decoding with a draft head (6 GiB with a
+    standalone draft model); the fraction is (total - reserved) / total, rounded to 3 places."""
+    small_tp = tp < 4
+    if gpu_mem_mib < 20 * 1024:
+        chunk, graph_bs = 2048, 8
+    elif gpu_mem_mib < 35 * 1024:
+        chunk, graph_bs = 2048, 24 if small_tp else 80
+    elif gpu_mem_mib < 60 * 1024:
+        chunk, graph_bs = 4096, 32 if small_tp else 160
+    elif gpu_mem_mib < 160 * 1024:
+        chunk, graph_bs = 8192, 256 if small_tp else 512
+    else:
+        chunk, graph_bs = 16384, 512
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if dp_attention > 1:
+        reserved += graph_bs * dp_attention * 3
+        if graph_bs > 300:
+            reserved += graph_bs * dp_attention * 1.5
+    if gpu_mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if speculative == "standalone":
+        reserved += 6 * 1024
+    elif speculative:
+        reserved += 2 * 1024
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), chunk, graph_bs
 
 
 def kv_tokens_sglang(*, free_after_weights_bytes: int, total_memory_bytes: int, mem_fraction_static: float,

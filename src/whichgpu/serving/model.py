@@ -28,12 +28,12 @@ parallelism here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from whichgpu.errors import InputError
 from whichgpu.hardware.engine import Engine, get_engine
-from whichgpu.hardware.spec import GpuSpec
+from whichgpu.hardware.spec import INLINE_ECC_FRACTION, GpuSpec
 from whichgpu.hardware.system import System
 from whichgpu.parallel.comm import nvls_speedup
 from whichgpu.parallel.models import planner_model
@@ -46,6 +46,7 @@ from whichgpu.serving.kv import (
     default_non_torch_bytes,
     kv_cache_capacity,
     kv_layout,
+    sglang_mem_fraction_static,
 )
 from whichgpu.serving.pipeline import (
     P2P_TENSORS,
@@ -84,6 +85,9 @@ def engine_unsupported(engine: str, gpu: GpuSpec) -> str | None:
     on NVIDIA GPUs only; vLLM and SGLang also on AMD's); None when it runs there."""
     return get_engine(engine).unsupported_on(gpu.name, gpu.vendor)
 
+
+DEFAULT_MEMORY_FRACTION = 0.9
+"""vLLM's default gpu_memory_utilization and TensorRT-LLM's free_gpu_memory_fraction."""
 
 KV_FP8_CHECKPOINTS: dict[str, tuple[str, ...]] = {
     "tensorrt-llm": ("fp8", "fp4"), "vllm": ("fp8", "fp4"), "sglang": ("fp4",)}
@@ -135,6 +139,14 @@ PREFILL_FIRST_ENGINES = ("sglang",)
 whenever it has one (``get_next_batch_to_run``: prefill first) and mixes the running requests' decode
 in only with ``--enable-mixed-chunk`` (``ServerArgs.enable_mixed_chunk = False``); vLLM and
 TensorRT-LLM put every running request's next token in each step (`scheduler.SchedulerConfig.prefill_first`)."""
+
+
+def sglang_default_fraction(s: Setup) -> float:
+    """SGLang's default ``mem_fraction_static`` for a setup (`kv.sglang_mem_fraction_static`): the
+    GPU's nvidia-smi total, all the replica's GPUs as its tp_size, DP attention's groups, a draft."""
+    spec = None if s.spec is None else ("standalone" if s.spec.draft_model else "eagle")
+    mib = s.gpu.memory_gb * 1024 * (INLINE_ECC_FRACTION if s.gpu.inline_ecc else 1.0)
+    return sglang_mem_fraction_static(mib, s.tp * s.pp, 1, s.attention_dp, spec)[0]
 
 
 def layout_text(tp: int, ep: int = 1, pp: int = 1, attention_dp: int = 1) -> str:
@@ -215,14 +227,16 @@ class ServingModel:
         logits_bytes = 2 * g * max_num_seqs * -(-a.vocab // t) * 4.0
         return T * per_token + logits_bytes
 
-    def capacity(self, *, gpu_memory_utilization: float = 0.9, max_seq_len: int = 8192,
+    def capacity(self, *, gpu_memory_utilization: float | None = None, max_seq_len: int = 8192,
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> KvCapacity:
-        """KV capacity of one GPU. vLLM and SGLang give the engine a fraction of the GPU's total
-        memory, the KV cache getting what the weights and activations leave; TensorRT-LLM gives
-        the KV cache a fraction of the memory free after loading (KvCacheConfig
-        free_gpu_memory_fraction, default 0.9): `gpu_memory_utilization` is that fraction there.
-        Pipeline parallelism: the stage whose GPUs hold the fewest blocks (each block holds every
-        stage's layers of its tokens)."""
+        """KV capacity of one GPU. vLLM gives the engine a fraction of the GPU's total memory
+        (``gpu_memory_utilization``, default 0.9), the KV cache getting what the weights and the
+        profiled activations leave; TensorRT-LLM gives the KV cache a fraction of the memory free
+        after loading (KvCacheConfig free_gpu_memory_fraction, default 0.9); SGLang keeps
+        ``mem_fraction_static`` of the memory free before loading for the weights and the KV pool,
+        its activations and graphs in the rest (`sglang_mem_fraction`). `gpu_memory_utilization` is
+        each engine's fraction; None: its default. Pipeline parallelism: the stage whose GPUs hold
+        the fewest blocks (each block holds every stage's layers of its tokens)."""
         knobs = (gpu_memory_utilization, max_seq_len, max_num_batched_tokens, max_num_seqs)
         if not self.stages:
             return self._capacity(self.weight_bytes, self.kv, True, self.setup.tp, *knobs)
@@ -231,19 +245,35 @@ class ServingModel:
                 for i, (w, kv) in enumerate(self.stages)]
         return min(caps, key=lambda c: c.num_blocks)
 
-    def _capacity(self, weights: float, layout: KvLayout, logits: bool, gpus: int, gpu_memory_utilization: float,
-                  max_seq_len: int, max_num_batched_tokens: int, max_num_seqs: int) -> KvCapacity:
-        total = int(self.setup.gpu.memory_gb * 1e9)
+    @property
+    def sglang_mem_fraction(self) -> float:
+        """SGLang's default ``mem_fraction_static`` for this GPU and layout (`sglang_default_fraction`)."""
+        return sglang_default_fraction(self.setup)
+
+    def _capacity(self, weights: float, layout: KvLayout, logits: bool, gpus: int,
+                  gpu_memory_utilization: float | None, max_seq_len: int, max_num_batched_tokens: int,
+                  max_num_seqs: int) -> KvCapacity:
+        total = int(self.setup.gpu.usable_memory_bytes)  # cudaMemGetInfo's total, as the engines read it
         act = int(self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs, logits))
+        engine = self.setup.engine
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = self.sglang_mem_fraction if engine == "sglang" else DEFAULT_MEMORY_FRACTION
         util = gpu_memory_utilization
-        if self.setup.engine == "tensorrt-llm":
+        if engine == "tensorrt-llm":
             other = weights + act + default_non_torch_bytes(gpus)
             free = total - other
             if free > 0:  # the same KV bytes as a fraction of the total (else: let it say no)
                 util = min(1.0, (gpu_memory_utilization * free + other) / total)
-        return kv_cache_capacity(total_memory_bytes=total, weight_bytes=int(weights),
-                                 activation_peak_bytes=act, layout=layout, max_seq_len=max_seq_len,
-                                 gpu_memory_utilization=util, tp=gpus)
+        elif engine == "sglang":
+            # profile_max_num_token: (free after the weights) - (free before them) x (1 - fraction),
+            # the memory free before them being the total less the context and NCCL's buffers; the
+            # activations are not profiled (they live in the rest). The same KV bytes as vLLM's terms:
+            non_torch = default_non_torch_bytes(gpus)
+            util = min(1.0, (gpu_memory_utilization * (total - non_torch) + act + non_torch) / total)
+        cap = kv_cache_capacity(total_memory_bytes=total, weight_bytes=int(weights),
+                                activation_peak_bytes=act, layout=layout, max_seq_len=max_seq_len,
+                                gpu_memory_utilization=util, tp=gpus)
+        return cap if engine == "vllm" else replace(cap, engine_fraction=gpu_memory_utilization)
 
     @property
     def no_evict(self) -> bool:
@@ -421,6 +451,7 @@ def build(setup: Setup) -> ServingModel:
                 f"lockstep with equal batches), tokens all-gathered before and reduce-scattered after each MLP"
                 + (", attention output all-reduced within the group" if setup.attn_tp > 1 else ""))
     launch_s = max(m.eager_launch_s for m in (step.stages if isinstance(step, PipelineStepTime) else (step,)))
+    sm_frac = sglang_default_fraction(setup)
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
                    f"embedding and LM head, {wb / 1e9:.1f} GB per GPU"
@@ -437,6 +468,14 @@ def build(setup: Setup) -> ServingModel:
                           if tp > 2 and not eng.nvls and nvls_speedup(setup.system, setup.attn_tp) > 1.0 else "")
                        + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
                           if adp > 1 else ""),
+        "memory": f"{setup.gpu.usable_memory_text} = {setup.gpu.usable_memory_bytes / 2**30:.2f} GiB "
+                  f"({setup.gpu.usable_memory_bytes / 1e9:.1f} GB) per GPU: the total cudaMemGetInfo reports, which "
+                  "the engine's memory fraction multiplies"
+                  + (f"; SGLang's default mem_fraction_static {sm_frac:g} (its rule: the total less 512 MiB, 1.5 x its "
+                     "prefill chunk, 2 MiB per CUDA-graph batch size and 1 GiB per 8 GPUs, at least 10 GiB on large "
+                     "GPUs) of the memory free before loading holds the weights and the KV pool; the activations "
+                     "and graphs use the rest (--gpu-memory-utilization sets the fraction)"
+                     if setup.engine == "sglang" else ""),
         "kv_cache": f"{'FP8' if kv_bytes == 1 else '16-bit'} KV cache, {kv.bytes_per_token} bytes per token per GPU"
                     + (f"; an NVIDIA ModelOpt {setup.precision.upper()} checkpoint declares an FP8 KV cache, which "
                        f"{KV_FP8_TAKEN_BY.get(setup.engine, setup.engine)} takes by default: --kv-dtype fp8 to model that"
