@@ -147,6 +147,13 @@ def test_vllm_batch_defaults() -> None:
     # TensorRT-LLM's own max_num_tokens (8192, also its longest prompt without chunked prefill)
     assert batch_defaults("tensorrt-llm", 24 * GIB, "NVIDIA GeForce RTX 4090") == (8192, 256)
     assert batch_defaults("sglang", 24 * GIB, "NVIDIA GeForce RTX 4090") == (2048, 256)
+    # SGLang's own chunked_prefill_size by memory band (nvidia-smi's MiB; the usable memory given is
+    # 0.985 of it): a B200 (177.3 GiB usable) chunks at 16384, an A100 40GB (39.4) at 4096, an A100
+    # 80GB at 8192 where vLLM, which leaves A100s out of its large tier, takes 2048
+    assert batch_defaults("sglang", int(180 * GIB * 0.985), "NVIDIA B200") == (16384, 1024)
+    assert batch_defaults("sglang", int(40 * GIB * 0.985), "NVIDIA A100-SXM4-40GB") == (4096, 256)
+    assert batch_defaults("sglang", int(80 * GIB * 0.985), "NVIDIA A100-SXM4-80GB") == (8192, 256)
+    assert batch_defaults("vllm", int(80 * GIB * 0.985), "NVIDIA A100-SXM4-80GB") == (2048, 256)
     assert batch_defaults("vllm", 80 * 10**9, "NVIDIA H100 80GB HBM3") == (8192, 1024)
 
 

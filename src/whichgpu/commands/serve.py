@@ -96,8 +96,9 @@ def serve_cmd(
                                    "(default: vLLM's for the GPU, 256 or 1024)."),
     max_batched_tokens: int = int_option(None, "--max-batched-tokens", "--max-num-batched-tokens",
                                          bound=limits.SEQ_LEN, help="Token budget of one engine step (default: "
-                                         "vLLM's for the GPU, 2048 or 8192; TensorRT-LLM's 8192, also its longest "
-                                         "prompt: it does not chunk prefills)."),
+                                         "vLLM's for the GPU, 2048 or 8192; SGLang's chunked_prefill_size, 2048-16384 by the GPU's "
+                                         "memory; TensorRT-LLM's 8192, also its longest prompt: it does not chunk "
+                                         "prefills)."),
     prefix_cache_hit_rate: float = float_option(0.0, "--prefix-cache-hit-rate", bound=HIT_RATE,
                                                 help="Share of each prompt found in the prefix cache."),
     slo_ttft_ms: float = float_option(None, "--slo-ttft-ms", bound=SLO_MS, help="Time-to-first-token target, ms: "

@@ -53,6 +53,7 @@ import math
 from dataclasses import dataclass
 
 from whichgpu.errors import InputError, NoAnswerError
+from whichgpu.hardware.spec import USABLE_FRACTION
 from whichgpu.units import GiB
 
 DEFAULT_BLOCK_SIZE = 16
@@ -305,9 +306,16 @@ without chunked prefill it is also the longest prompt the engine takes."""
 def batch_defaults(engine: str, total_memory_bytes: int, device_name: str = "") -> tuple[int, int]:
     """(step token budget, most running requests) an engine runs with when not given: vLLM's
     (`vllm_batch_defaults`, which SGLang and TensorRT-LLM are assumed to share for the requests),
-    but TensorRT-LLM's own max_num_tokens of `TRTLLM_MAX_NUM_TOKENS`."""
+    but TensorRT-LLM's own max_num_tokens of `TRTLLM_MAX_NUM_TOKENS` and SGLang's own
+    chunked_prefill_size for the GPU's memory (`sglang_mem_fraction_static`: 2048 under 35 GiB,
+    4096 under 60, 8192 under 160, 16384 above). ``total_memory_bytes``: what cudaMemGetInfo
+    reports (`GpuSpec.usable_memory_bytes`)."""
     tokens, seqs = vllm_batch_defaults(total_memory_bytes, device_name)
-    return (TRTLLM_MAX_NUM_TOKENS if engine == "tensorrt-llm" else tokens), seqs
+    if engine == "tensorrt-llm":
+        tokens = TRTLLM_MAX_NUM_TOKENS
+    elif engine == "sglang":  # its bands are in nvidia-smi's MiB, the driver's share included
+        tokens = sglang_mem_fraction_static(total_memory_bytes / USABLE_FRACTION / 2**20, 1)[1]
+    return tokens, seqs
 
 
 def sglang_mem_fraction_static(gpu_mem_mib: float, tp: int, pp: int = 1, dp_attention: int = 1,
