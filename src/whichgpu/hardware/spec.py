@@ -139,12 +139,18 @@ class GpuSpec:
     estimated from the card's SMs and clock (`with_estimated_peaks`)."""
 
     @property
+    def device_memory_mib(self) -> float:
+        """The device's memory as nvidia-smi totals it, in MiB: `memory_gb` GiB, less the 1/16
+        inline ECC keeps on GDDR cards that have it on (`inline_ecc`)."""
+        return self.memory_gb * 1024 * (INLINE_ECC_FRACTION if self.inline_ecc else 1.0)
+
+    @property
     def usable_memory_bytes(self) -> float:
         """The memory a process can allocate, as cudaMemGetInfo reports the total (what vLLM's
         gpu_memory_utilization multiplies, what a training job fills): `memory_gb` GiB, less the
         1/16 inline ECC keeps on GDDR cards that have it on (`inline_ecc`), less the driver's share
         (`USABLE_FRACTION`)."""
-        return self.memory_gb * GIB * (INLINE_ECC_FRACTION if self.inline_ecc else 1.0) * USABLE_FRACTION
+        return self.device_memory_mib * 2**20 * USABLE_FRACTION
 
     @property
     def usable_memory_text(self) -> str:

@@ -313,7 +313,7 @@ def batch_defaults(engine: str, total_memory_bytes: int, device_name: str = "") 
     tokens, seqs = vllm_batch_defaults(total_memory_bytes, device_name)
     if engine == "tensorrt-llm":
         tokens = TRTLLM_MAX_NUM_TOKENS
-    elif engine == "sglang":  # its bands are in nvidia-smi's MiB, the driver's share included
+    elif engine == "sglang":  # its bands are in nvidia-smi's MiB (`GpuSpec.device_memory_mib`)
         tokens = sglang_mem_fraction_static(total_memory_bytes / USABLE_FRACTION / 2**20, 1)[1]
     return tokens, seqs
 

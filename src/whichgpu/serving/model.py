@@ -33,7 +33,7 @@ from typing import Any
 
 from whichgpu.errors import InputError
 from whichgpu.hardware.engine import Engine, get_engine
-from whichgpu.hardware.spec import INLINE_ECC_FRACTION, GpuSpec
+from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System
 from whichgpu.parallel.comm import nvls_speedup
 from whichgpu.parallel.models import planner_model
@@ -145,8 +145,7 @@ def sglang_default_fraction(s: Setup) -> float:
     """SGLang's default ``mem_fraction_static`` for a setup (`kv.sglang_mem_fraction_static`): the
     GPU's nvidia-smi total, all the replica's GPUs as its tp_size, DP attention's groups, a draft."""
     spec = None if s.spec is None else ("standalone" if s.spec.draft_model else "eagle")
-    mib = s.gpu.memory_gb * 1024 * (INLINE_ECC_FRACTION if s.gpu.inline_ecc else 1.0)
-    return sglang_mem_fraction_static(mib, s.tp * s.pp, 1, s.attention_dp, spec)[0]
+    return sglang_mem_fraction_static(s.gpu.device_memory_mib, s.tp * s.pp, 1, s.attention_dp, spec)[0]
 
 
 def layout_text(tp: int, ep: int = 1, pp: int = 1, attention_dp: int = 1) -> str:
