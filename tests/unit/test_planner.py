@@ -381,3 +381,47 @@ def test_closest_layouts_that_do_not_fit_drop_variants_needing_the_same_memory()
     kept = _closest([selective, none, full], top=5)
     assert [r.plan.recompute for r in kept] == [full.plan.recompute, "none"]
     assert len(_closest([selective, none, full], top=1)) == 1
+
+
+def _every_layout(job: Job, fixed: Fixed) -> list:
+    """Every layout `search` considers, each evaluated in full (no bound)."""
+    from whichgpu.parallel.search import _states_floor, candidates
+
+    ctx = Context.make(job)
+    total = float(job.args.params()[0])
+    out = []
+    for plan in candidates(job, fixed, Plan(engine="megatron")):
+        try:
+            check_layout(job, plan)
+        except InputError:
+            continue
+        if _states_floor(ctx, plan, total) <= job.gpu.usable_memory_bytes:
+            out.append(evaluate(ctx, plan))
+    return out
+
+
+@pytest.mark.parametrize(("model", "gpus", "gb", "seq", "gpu", "system", "top"), [
+    ("llama-3-8b", 16, 128, 8192, "a100-sxm4-40gb", "dgx-a100", 10),  # fits and no-fits, pp up to 16
+    ("llama-3-70b", 32, 256, 4096, "h100-sxm5-80gb", "dgx-h100", 3),
+    ("mixtral-8x7b", 16, 64, 4096, "h100-sxm5-80gb", "dgx-h100", 5),  # expert parallelism
+])
+def test_the_bounded_search_ranks_exactly_as_evaluating_every_layout(model: str, gpus: int, gb: int, seq: int,
+                                                                     gpu: str, system: str, top: int) -> None:
+    """The search times in full only the layouts whose lower bound may still reach its top; its
+    answer (the fastest that fit, ties in search order, and the closest that do not) is the one
+    evaluating every layout gives, and the bound never exceeds the step time."""
+    from whichgpu.parallel.planner import score
+    from whichgpu.parallel.search import _closest
+
+    job = _job(model, gpus=gpus, gb=gb, seq=seq, gpu=gpu, system=system)
+    res = search(job, Fixed(), Plan(engine="megatron"), top=top)
+    every = _every_layout(job, Fixed())
+    fits = sorted((r for r in every if r.fits), key=lambda r: r.step_s)[:top]
+    closest = _closest([r for r in every if not r.fits], top)
+    assert [(r.plan, r.step_s) for r in res.best] == [(r.plan, r.step_s) for r in fits]
+    assert [(r.plan, r.step_s) for r in res.not_fitting] == [(r.plan, r.step_s) for r in closest]
+    assert res.evaluated == len(every)
+    assert 0 < res.simulated < res.evaluated / 4  # most layouts are bounded out
+    ctx = Context.make(job)
+    for r in every[::7]:
+        assert score(ctx, r.plan).lower_s <= r.step_s * (1 + 1e-12), r.plan

@@ -328,9 +328,11 @@ class EdgeCost:
 def _gpu_host(ops: list[Op], dev: Device, latency_s: float, host_s: float = 0.0) -> tuple[float, float]:
     """(GPU time of the kernels, the host's time to launch them): eager PyTorch issues each kernel
     from Python, ``host_s`` per kernel and its views (engine profile)."""
+    from whichgpu.hardware.engine import DEFAULT_ENGINE, get_engine
     from whichgpu.perf.estimate import op_cost
 
-    gpu = sum(op_cost(o, dev, "max", latency_s)[0] for o in ops)
+    eng = get_engine(DEFAULT_ENGINE)  # op_cost's default profile, resolved once for the layer's ops
+    gpu = sum(op_cost(o, dev, "max", latency_s, engine=eng)[0] for o in ops)
     return gpu, host_s * sum(o.kernels for o in ops)
 
 

@@ -29,6 +29,7 @@ fits in a node uses the scale-up link, a wider one the scale-out network.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -293,12 +294,14 @@ def _peak_dtype(ctx: Context) -> tuple[float, str]:
     return mfu_peak_flops(ctx.job.gpu, r.dtype, r.flops / ctx.device.clock_scale), r.dtype
 
 
-def _stage_params(a: DecoderArgs, layers: range, first: bool, last: bool, tp: int, ep: int,
+@lru_cache(maxsize=65536)
+def _stage_params(a: DecoderArgs, lo: int, hi: int, first: bool, last: bool, tp: int, ep: int,
                   etp: int) -> tuple[float, float]:
-    """(parameters, of which expert parameters) one rank of the stage holds (experts split over etp and ep)."""
+    """(parameters, of which expert parameters) one rank of the stage of layers lo..hi-1 holds
+    (experts split over etp and ep)."""
     n = 0.0
     experts = 0.0
-    for i, count in layer_kinds(a, layers.start, layers.stop):
+    for i, count in layer_kinds(a, lo, hi):
         lp = a.layer_params(i)
         if a.is_moe(i):
             ex = a.experts * a.expert_params()
@@ -344,8 +347,28 @@ def _pass_time(gpu_s: float, host_s: float, comm: dict[str, float]) -> tuple[flo
     return t, {k: (v * shown / total if total > 0 else 0.0) for k, v in comm.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A layout scored short of its pipeline schedule (`score`): its memory and whether it fits are
+    final, its step time bounded below by `lower_s` (the busiest pipeline rank's work with no bubble
+    and no wait for a transfer, plus the rest of the step as `evaluate` adds it); `finish` simulates
+    the schedule and gives `evaluate`'s result."""
+
+    plan: Plan
+    fits: bool
+    peak_memory_bytes: float
+    lower_s: float
+    finish: Callable[[bool], Result]
+
+
 def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     """Step time, throughput and the worst rank's memory of one layout (check_layout first)."""
+    return score(ctx, plan).finish(timeline)
+
+
+def score(ctx: Context, plan: Plan) -> Scored:
+    """`evaluate` in two parts: all but the schedule's simulation now, the rest in `Scored.finish`
+    (the search simulates only the layouts whose lower bound may still reach its top)."""
     from whichgpu.parallel.schedule import simulate, step_time
 
     job, a, dev, params = ctx.job, ctx.job.args, ctx.device, ctx.params
@@ -388,43 +411,58 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
     comm_per_stage: list[dict[str, float]] = []
     raw_per_stage: list[dict[str, float]] = []
     act_per_stage: list[tuple[float, float, float]] = []  # (saved per micro-batch, input per micro-batch, one layer)
+    passes = 3 if recompute == "full" else 2
+
+    def per_layer(i: int) -> tuple[float, ...]:
+        """One layer of `i`'s kind: (forward, input-gradient and weight-gradient passes, saved
+        activation and input bytes, the collectives' time by kind, what the passes expose of it)."""
+        lc: LayerCost = layer_cost(a, i, sh, dev, host_s)
+        tp_raw = lc.tp_collectives * tp_coll(lc.tp_bytes)
+        # --tp-comm-overlap pipelines the collectives with the GEMMs they feed: hidden up to
+        # half the layer's kernels (the GEMM share), the rest exposed
+        tp_f = max(0.0, tp_raw - 0.5 * lc.forward_gpu_s) if plan.tp_comm_overlap else tp_raw
+        cp_raw_f = ring_pass(lc.cp_bytes, cp_link, plan.cp)
+        cp_raw_b = ring_pass(2 * lc.cp_bytes, cp_link, plan.cp)
+        cp_f = max(0.0, cp_raw_f - lc.attention_fwd_s)
+        cp_b = max(0.0, cp_raw_b - 2.5 * lc.attention_fwd_s)
+        ep_f = 2 * all_to_all(lc.ep_bytes)
+        # Collectives are asynchronous to the host: where eager Python issuing the kernels is
+        # the bottleneck, the GPU runs them in the slack the host leaves, so a pass takes the
+        # longer of its kernels plus its collectives and the host's time to issue them
+        fwd, ex_f = _pass_time(lc.forward_gpu_s, lc.forward_host_s, {"tp": tp_f, "cp": cp_f, "ep": ep_f})
+        bwd, ex_b = _pass_time(lc.input_grad_gpu_s, lc.input_grad_host_s, {"tp": tp_f, "cp": cp_b, "ep": ep_f})
+        exposed = [ex_f[k] + ex_b[k] + (ex_f[k] if recompute == "full" else 0.0) for k in ("tp", "cp", "ep")]
+        if recompute == "full":
+            bwd += fwd
+        elif recompute == "selective":
+            bwd += lc.attention_fwd_s
+        return (fwd, bwd, lc.weight_grad_s, lc.activation_bytes, lc.input_bytes, passes * tp_raw,
+                cp_raw_f * (passes - 1) + cp_raw_b, passes * ep_f, *exposed)
+
+    per_kind: dict[tuple[object, bool], tuple[float, ...]] = {}
     for v in range(stages):
         f = b = w = 0.0
         comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         raw = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         saved = inp = one = 0.0
         for i, count in layer_kinds(a, bounds[v], bounds[v + 1]):
-            lc: LayerCost = layer_cost(a, i, sh, dev, host_s)
-            tp_raw = lc.tp_collectives * tp_coll(lc.tp_bytes)
-            # --tp-comm-overlap pipelines the collectives with the GEMMs they feed: hidden up to
-            # half the layer's kernels (the GEMM share), the rest exposed
-            tp_f = max(0.0, tp_raw - 0.5 * lc.forward_gpu_s) if plan.tp_comm_overlap else tp_raw
-            cp_raw_f = ring_pass(lc.cp_bytes, cp_link, plan.cp)
-            cp_raw_b = ring_pass(2 * lc.cp_bytes, cp_link, plan.cp)
-            cp_f = max(0.0, cp_raw_f - lc.attention_fwd_s)
-            cp_b = max(0.0, cp_raw_b - 2.5 * lc.attention_fwd_s)
-            ep_f = 2 * all_to_all(lc.ep_bytes)
-            passes = 3 if recompute == "full" else 2
-            raw["tp"] += count * (passes * tp_raw)
-            raw["cp"] += count * (cp_raw_f * (passes - 1) + cp_raw_b)
-            raw["ep"] += count * (passes * ep_f)
-            # Collectives are asynchronous to the host: where eager Python issuing the kernels is
-            # the bottleneck, the GPU runs them in the slack the host leaves, so a pass takes the
-            # longer of its kernels plus its collectives and the host's time to issue them
-            fwd, ex_f = _pass_time(lc.forward_gpu_s, lc.forward_host_s, {"tp": tp_f, "cp": cp_f, "ep": ep_f})
-            bwd, ex_b = _pass_time(lc.input_grad_gpu_s, lc.input_grad_host_s, {"tp": tp_f, "cp": cp_b, "ep": ep_f})
-            for k in ("tp", "cp", "ep"):
-                comm[k] += count * (ex_f[k] + ex_b[k] + (ex_f[k] if recompute == "full" else 0.0))
-            if recompute == "full":
-                bwd += fwd
-            elif recompute == "selective":
-                bwd += lc.attention_fwd_s
+            kind = (a.window(i), a.is_moe(i))
+            per = per_kind.get(kind)
+            if per is None:
+                per = per_kind[kind] = per_layer(i)
+            fwd, bwd, wgt, act, inp1, raw_tp, raw_cp, raw_ep, c_tp, c_cp, c_ep = per
+            raw["tp"] += count * raw_tp
+            raw["cp"] += count * raw_cp
+            raw["ep"] += count * raw_ep
+            comm["tp"] += count * c_tp
+            comm["cp"] += count * c_cp
+            comm["ep"] += count * c_ep
             f += count * (fwd)
             b += count * (bwd)
-            w += count * (lc.weight_grad_s)
-            saved += count * (lc.activation_bytes)
-            inp += count * (lc.input_bytes)
-            one = max(one, lc.activation_bytes)
+            w += count * (wgt)
+            saved += count * (act)
+            inp += count * (inp1)
+            one = max(one, act)
         if v == 0 or (v == stages - 1 and plan.pp > 1):
             # the training loop's host work per micro-batch (Megatron: fetch and broadcast the batch,
             # build the attention mask, average the loss over data parallel), on the stages that load
@@ -456,25 +494,14 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             link = node_link(system, 2, params, plan.p2p)
             bw, lat = link.bytes_per_s, link.step_latency_s
         p2p = lat + nbytes / bw
-    zb = plan.schedule.startswith("zb")
-    if plan.pp > 1:
-        ff, bb, ww = (f_s, b_s, w_s) if zb else (f_s, [x + y for x, y in zip(b_s, w_s, strict=True)], [0.0] * stages)
-        chunks = plan.vp
-        makespan, bubble, peak_act, peak_w = step_time(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
-        if timeline:
-            tl = simulate(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
-        else:
-            tl = None
-    else:
-        makespan = m * (f_s[0] + b_s[0] + w_s[0])
-        bubble, peak_act, peak_w = 0.0, 1, 0
-        tl = None
-
     # ---- per-rank busy time split
+    rank_of = [_rank_of(v, plan) for v in range(stages)]
     per_rank_work = [0.0] * plan.pp
     per_rank_comm = [dict.fromkeys(("tp", "cp", "ep"), 0.0) for _ in range(plan.pp)]
+    stages_of: list[list[int]] = [[] for _ in range(plan.pp)]
     for v in range(stages):
-        r = _rank_of(v, plan)
+        r = rank_of[v]
+        stages_of[r].append(v)
         per_rank_work[r] += m * (f_s[v] + b_s[v] + w_s[v])
         for k in ("tp", "cp", "ep"):
             per_rank_comm[r][k] += m * comm_per_stage[v][k]
@@ -483,18 +510,17 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
         split[k] = per_rank_comm[worst][k]
     split["compute"] = per_rank_work[worst] - sum(per_rank_comm[worst].values())
     split["pp_p2p"] = 0.0
-    split["bubble"] = max(0.0, makespan - per_rank_work[worst])
 
     # ---- memory and data-parallel collectives of the worst-memory rank
     mem_by_rank = []
     grads_by_rank = []
     peaks = stage_peaks(plan.schedule, plan.pp, m, plan.vp) if plan.pp > 1 else None
     for r in range(plan.pp):
-        vs = [v for v in range(stages) if _rank_of(v, plan) == r]
+        vs = stages_of[r]
         n = ex = 0.0
         saved = inp = one = 0.0
         for v in vs:
-            pn, pe = _stage_params(a, range(bounds[v], bounds[v + 1]), v == 0, v == stages - 1, plan.tp, plan.ep,
+            pn, pe = _stage_params(a, bounds[v], bounds[v + 1], v == 0, v == stages - 1, plan.tp, plan.ep,
                                    plan.expert_tp)
             n += pn
             ex += pe
@@ -503,99 +529,119 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
             inp += i_
             one = max(one, o_)
         grads_by_rank.append((n, ex))
-        pa, pw = (peaks[0][r], peaks[1][r]) if peaks else (peak_act, peak_w)
+        pa, pw = (peaks[0][r], peaks[1][r]) if peaks else (1, 0)
         mem_by_rank.append(_memory(ctx, plan, n, ex, saved / len(vs), inp / len(vs), one, r, pa, pw,
-                                   r == _rank_of(stages - 1, plan), len(vs), sh))
+                                   r == rank_of[stages - 1], len(vs), sh))
     worst_mem = max(range(plan.pp), key=lambda r: sum(mem_by_rank[r].values()))
     memory = mem_by_rank[worst_mem]
     peak = sum(memory.values())
 
     n_rank, ex_rank = max(grads_by_rank, key=lambda t: t[0])
     dp_total, dp_exposed, dp_text = _dp_comm(ctx, plan, n_rank, ex_rank, b_s, w_s, f_s, m)
-    comm_total = {k: m * sum(raw_per_stage[v][k] for v in range(stages) if _rank_of(v, plan) == worst)
-                  for k in ("tp", "cp", "ep")}
+    comm_total = {k: m * sum(raw_per_stage[v][k] for v in stages_of[worst]) for k in ("tp", "cp", "ep")}
     comm_total["dp"] = dp_total
     split["dp"] = dp_exposed
     opt_params = n_rank / (plan.dp if plan.sharding != "ddp" else 1)
     split["optimizer"] = memory_time(opt_params * ADAM_BYTES_PER_PARAM, dev) if opt_params else 0.0
-    fixed = eng.step_host_ms_train * 1e-3
-    step = makespan + dp_exposed + split["optimizer"] + fixed
-    if plan.dp * plan.pp > 1:
-        # Synchronous ranks wait for the slowest once a step (perf/params.toml planner_dp_jitter,
-        # the expected maximum of N jittered step times), however many micro-batches it holds.
-        jitter = step * params.planner_dp_jitter * math.sqrt(2.0 * math.log(plan.dp * plan.pp))
-        step += jitter
-        fixed += jitter
-    split["overhead"] = fixed
-    # what the makespan holds beyond the worst rank's work is the bubble (includes p2p waits)
-    tokens = job.global_batch * job.seq_len
-    tps = tokens / step
-    peak_flops, peak_dtype = _peak_dtype(ctx)
-    model_flops = ctx.model_flops_per_token * tokens / job.gpus
-    hw = model_flops * (4.0 / 3.0 if recompute == "full" else 1.0)
+    fixed0 = eng.step_host_ms_train * 1e-3
+    # Synchronous ranks wait for the slowest once a step (perf/params.toml planner_dp_jitter, the
+    # expected maximum of N jittered step times), however many micro-batches it holds.
+    spread = math.sqrt(2.0 * math.log(plan.dp * plan.pp)) if plan.dp * plan.pp > 1 else 0.0
+    # the makespan holds every pass of the busiest rank: at least its work (the step grows with it)
+    lower = per_rank_work[worst] + dp_exposed + split["optimizer"] + fixed0
+    lower += lower * params.planner_dp_jitter * spread
     capacity = job.gpu.usable_memory_bytes
     fits = peak <= capacity
-    reason = "" if fits else (f"needs {peak / 1e9:.1f} GB on pipeline rank {worst_mem} (weights {memory['weights'] / 1e9:.1f}, "
-                              f"gradients {memory['gradients'] / 1e9:.1f}, optimizer {memory['optimizer'] / 1e9:.1f}, "
-                              f"activations {memory['activations'] / 1e9:.1f}) of {capacity / 1e9:.1f} GB usable "
-                              f"({job.gpu.usable_memory_text})")
-    res = Result(
-        plan=plan, fits=fits, reason=reason, step_s=step, tokens_per_s=tps,
-        model_tflops_per_gpu=model_flops / step / 1e12, mfu=model_flops / step / peak_flops,
-        hfu=hw / step / peak_flops, split=split, memory=memory, peak_memory_bytes=peak,
-        bubble_fraction=bubble, stage_s=tuple(zip(f_s, b_s, w_s, strict=True)), worst_stage=worst_mem,
-        comm_total=comm_total, timeline=tl,
-        assumptions={
-            "precision": f"{job.precision} (matmuls on the {peak_dtype} path; MFU against {peak_flops / 1e12:g} TFLOP/s)",
-            "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
-            "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
-            "host": (f"{eng.name}: " + ("CUDA graphs" if eng.graphs else f"{eng.host_op_us + eng.host_view_us:g} us per kernel")
-                     + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"
-                     + ("" if eng.graphs else "; a pass takes the longer of its kernels plus collectives and the host's "
-                        "issue time (collectives run in a host-bound pass's slack)")),
-            "loss": ("Megatron's unfused vocab-parallel cross-entropy over FP32 logits (eight passes; "
-                     "--cross-entropy-loss-fusion off, Megatron-LM's default): --engine nemo for the fused loss"
-                     if eng.cross_entropy == "vocab-parallel"
-                     else "cross-entropy as one fused kernel each way over the logits (NeMo's cross_entropy_loss_fusion, "
-                          "llm-foundry's fused_crossentropy)"),
-            "gradients": ("FP32 main gradients, reduced in FP32" if ctx.grad_bytes == 4.0
-                          else "FP16 gradients, reduced in FP16 (Megatron's --fp16 default, DeepSpeed's fp16 engine)"
-                          if job.grad_dtype == "fp16" else "BF16 gradients, reduced in BF16 (--grad-reduce-in-bf16)")
-            + (", FP8 weights (--fp8-param-gather)" if ctx.param_bytes == 1.0 else ""),
-            "attention": {"flash": "fused flash kernels (FlashAttention-2 or later), causal",
-                          "flash1": "first-generation fused flash kernels (FlashAttention-1, 2022 Triton), causal, "
-                                    "at half FlashAttention-2's rate (Dao 2023)",
-                          "unfused": "score GEMMs, fused softmax and dropout (Megatron-LM before FlashAttention)",
-                          }[job.attention],
-            "data_parallel": dp_text,
-            "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
-                         f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",
-            "context_parallel": (f"{plan.cp} ranks pass K/V around a ring (slowest hop: {cp_link.text}), overlapped "
-                                 "with the attention kernels") if cp_link is not None else "none",
-            "tensor_parallel": (f"{plan.tp} GPUs over {tp_link.text if tp_link else ''}, 2 collectives per layer per pass"
-                                + (", sequence parallel" if plan.sequence_parallel
-                                   else ", NVLS all-reduce" if nvls_speedup(system, plan.tp) > 1 else ", ring all-reduce")
-                                + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
-            if plan.tp > 1 else "none",
-            "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
-                       "activations; activations of the schedule's peak in-flight micro-batches; fits in "
-                       f"{job.gpu.usable_memory_text} = {capacity / 1e9:.1f} GB"),
-            "layout_order": "Megatron rank order tp, cp, dp, pp",
-            **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
-                       "grouped expert GEMMs timed per expert, "
-                       + (f"all-to-all dispatch and combine over {plan.ep} GPUs"
-                          + (" (across nodes: each GPU's share for other nodes through its own network rail)"
-                             if plan.expert_tp * plan.ep > gpn else "") if plan.ep > 1
-                          else "every expert on each GPU") + "; " + moe_caveat()}
-               if a.experts else {}),
-        },
-    )
-    return res
+
+    def finish(timeline: bool = False) -> Result:
+        zb = plan.schedule.startswith("zb")
+        if plan.pp > 1:
+            ff, bb, ww = ((f_s, b_s, w_s) if zb
+                          else (f_s, [x + y for x, y in zip(b_s, w_s, strict=True)], [0.0] * stages))
+            chunks = plan.vp
+            makespan, bubble, _, _ = step_time(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
+            tl = simulate(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks) if timeline else None
+        else:
+            makespan = m * (f_s[0] + b_s[0] + w_s[0])
+            bubble = 0.0
+            tl = None
+        out = dict(split)
+        # what the makespan holds beyond the worst rank's work is the bubble (includes p2p waits)
+        out["bubble"] = max(0.0, makespan - per_rank_work[worst])
+        step = makespan + dp_exposed + out["optimizer"] + fixed0
+        jitter = step * params.planner_dp_jitter * spread
+        step += jitter
+        out["overhead"] = fixed0 + jitter
+        return _result(step, bubble, out, tl)
+
+    def _result(step: float, bubble: float, split: dict[str, float], tl: Any) -> Result:
+        tokens = job.global_batch * job.seq_len
+        tps = tokens / step
+        peak_flops, peak_dtype = _peak_dtype(ctx)
+        model_flops = ctx.model_flops_per_token * tokens / job.gpus
+        hw = model_flops * (4.0 / 3.0 if recompute == "full" else 1.0)
+        reason = "" if fits else (
+            f"needs {peak / 1e9:.1f} GB on pipeline rank {worst_mem} (weights {memory['weights'] / 1e9:.1f}, "
+            f"gradients {memory['gradients'] / 1e9:.1f}, optimizer {memory['optimizer'] / 1e9:.1f}, "
+            f"activations {memory['activations'] / 1e9:.1f}) of {capacity / 1e9:.1f} GB usable "
+            f"({job.gpu.usable_memory_text})")
+        return Result(
+            plan=plan, fits=fits, reason=reason, step_s=step, tokens_per_s=tps,
+            model_tflops_per_gpu=model_flops / step / 1e12, mfu=model_flops / step / peak_flops,
+            hfu=hw / step / peak_flops, split=split, memory=memory, peak_memory_bytes=peak,
+            bubble_fraction=bubble, stage_s=tuple(zip(f_s, b_s, w_s, strict=True)), worst_stage=worst_mem,
+            comm_total=comm_total, timeline=tl,
+            assumptions={
+                "precision": f"{job.precision} (matmuls on the {peak_dtype} path; MFU against {peak_flops / 1e12:g} TFLOP/s)",
+                "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
+                "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
+                "host": (f"{eng.name}: " + ("CUDA graphs" if eng.graphs else f"{eng.host_op_us + eng.host_view_us:g} us per kernel")
+                         + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"
+                         + ("" if eng.graphs else "; a pass takes the longer of its kernels plus collectives and the host's "
+                            "issue time (collectives run in a host-bound pass's slack)")),
+                "loss": ("Megatron's unfused vocab-parallel cross-entropy over FP32 logits (eight passes; "
+                         "--cross-entropy-loss-fusion off, Megatron-LM's default): --engine nemo for the fused loss"
+                         if eng.cross_entropy == "vocab-parallel"
+                         else "cross-entropy as one fused kernel each way over the logits (NeMo's cross_entropy_loss_fusion, "
+                              "llm-foundry's fused_crossentropy)"),
+                "gradients": ("FP32 main gradients, reduced in FP32" if ctx.grad_bytes == 4.0
+                              else "FP16 gradients, reduced in FP16 (Megatron's --fp16 default, DeepSpeed's fp16 engine)"
+                              if job.grad_dtype == "fp16" else "BF16 gradients, reduced in BF16 (--grad-reduce-in-bf16)")
+                + (", FP8 weights (--fp8-param-gather)" if ctx.param_bytes == 1.0 else ""),
+                "attention": {"flash": "fused flash kernels (FlashAttention-2 or later), causal",
+                              "flash1": "first-generation fused flash kernels (FlashAttention-1, 2022 Triton), causal, "
+                                        "at half FlashAttention-2's rate (Dao 2023)",
+                              "unfused": "score GEMMs, fused softmax and dropout (Megatron-LM before FlashAttention)",
+                              }[job.attention],
+                "data_parallel": dp_text,
+                "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
+                             f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",
+                "context_parallel": (f"{plan.cp} ranks pass K/V around a ring (slowest hop: {cp_link.text}), overlapped "
+                                     "with the attention kernels") if cp_link is not None else "none",
+                "tensor_parallel": (f"{plan.tp} GPUs over {tp_link.text if tp_link else ''}, 2 collectives per layer per pass"
+                                    + (", sequence parallel" if plan.sequence_parallel
+                                       else ", NVLS all-reduce" if nvls_speedup(system, plan.tp) > 1 else ", ring all-reduce")
+                                    + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
+                if plan.tp > 1 else "none",
+                "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
+                           "activations; activations of the schedule's peak in-flight micro-batches; fits in "
+                           f"{job.gpu.usable_memory_text} = {capacity / 1e9:.1f} GB"),
+                "layout_order": "Megatron rank order tp, cp, dp, pp",
+                **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
+                           "grouped expert GEMMs timed per expert, "
+                           + (f"all-to-all dispatch and combine over {plan.ep} GPUs"
+                              + (" (across nodes: each GPU's share for other nodes through its own network rail)"
+                                 if plan.expert_tp * plan.ep > gpn else "") if plan.ep > 1
+                              else "every expert on each GPU") + "; " + moe_caveat()}
+                   if a.experts else {}),
+            },
+        )
+    return Scored(plan, fits, peak, lower, finish)
 
 
 def stage_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Per pipeline rank: the most (micro-batch, chunk) activations held at once, and the most
-    weight-gradient passes pending, from a simulation of the schedule's order at unit pass times.
+    weight-gradient passes pending, counted along the schedule's order (`schedule.order_peaks`).
     The counts depend on the order, not on the times, and stop growing once the steady state is
     reached, within 2p micro-batches (GPipe excepted: it holds all m); a run of min(m, 2p) gives
     them (tests check this against full simulations)."""
@@ -604,16 +650,9 @@ def stage_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...],
     mm = min(m, 2 * p)
     if schedule in ("interleaved-1f1b", "zb-v") and mm != m:
         mm = max(p, mm - mm % p)
-    return _peaks(schedule, p, mm, v)
+    from whichgpu.parallel.schedule import order_peaks
 
-
-@lru_cache(maxsize=4096)
-def _peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    from whichgpu.parallel.schedule import SPLIT_BACKWARD, simulate
-
-    split = schedule in SPLIT_BACKWARD
-    tl = simulate(schedule, p, m, 1.0, 1.0 if split else 2.0, 1.0 if split else 0.0, 0.0, v)
-    return tl.peak_activations, tl.peak_pending_w
+    return order_peaks(schedule, p, mm, v)
 
 
 @lru_cache(maxsize=256)

@@ -337,8 +337,18 @@ def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> 
         direction = -direction
         if not progress:  # pragma: no cover - a bug in an order, never a user error
             raise RuntimeError(f"{schedule}: deadlocked order (p={p}, m={m}, v={v})")
+    peak_act, peak_w = order_peaks(schedule, p, m, v)
+    return _Plan(tuple(stage), tuple(key), tuple(dep), tuple(cross), tuple(chunk), tuple(micro),
+                 peak_act, peak_w, tuple(pos))
+
+
+@lru_cache(maxsize=4096)
+def order_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per rank: the most (micro-batch, chunk) activations held at once and the most weight-gradient
+    passes pending. They depend on the order only (one rank runs one pass at a time), not on the
+    pass times: what `simulate` reports as its peaks."""
     peak_act, peak_w = [], []
-    for o in orders:  # peaks depend on the order only: one rank runs one pass at a time
+    for o in _orders(schedule, p, m, v):
         act = w = pa = pw = 0
         for kind, _, _ in o:
             if kind == 0:
@@ -353,8 +363,7 @@ def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> 
                 w -= 1
         peak_act.append(pa)
         peak_w.append(pw)
-    return _Plan(tuple(stage), tuple(key), tuple(dep), tuple(cross), tuple(chunk), tuple(micro),
-                 tuple(peak_act), tuple(peak_w), tuple(pos))
+    return tuple(peak_act), tuple(peak_w)
 
 
 # ---------------------------------------------------------------- inputs

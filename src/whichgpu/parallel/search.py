@@ -11,6 +11,7 @@ fit in memory are kept aside with their reason.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,9 +22,10 @@ from whichgpu.parallel.planner import (
     Context,
     Job,
     Result,
+    Scored,
     check_layout,
     divisors,
-    evaluate,
+    score,
     stages_fit,
 )
 
@@ -65,6 +67,10 @@ class SearchResult:
     skipped: dict[str, int] = field(default_factory=dict)
     rules: str = ""
     """`split_rules` of the search (why it may have found no split at all)."""
+    simulated: int = 0
+    """Of the `evaluated` layouts, those timed in full (their schedule simulated with their pass
+    times): the others' lower bound could not reach the top (`planner.score`; every layout's
+    memory and fit are computed in full either way)."""
 
     def no_split(self) -> str:
         """Why nothing was evaluated when nothing was skipped either: the rules no split met."""
@@ -174,10 +180,9 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
         raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
     ctx = ctx or Context.make(job)
     base = base or Plan()
-    fits: list[Result] = []
-    nofit: list[Result] = []
+    fits: list[Scored] = []
+    nofit: list[Scored] = []
     skipped: dict[str, int] = {}
-    n = 0
     total = float(job.args.params()[0])
     capacity = job.gpu.usable_memory_bytes
     for plan in candidates(job, fixed, base):
@@ -190,11 +195,56 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
         if _states_floor(ctx, plan, total) > capacity:
             skipped["memory"] = skipped.get("memory", 0) + 1  # the model states alone exceed the GPU
             continue
-        r = evaluate(ctx, plan)
-        n += 1
-        (fits if r.fits else nofit).append(r)
-    fits.sort(key=lambda r: r.step_s)
-    return SearchResult(fits[:top], _closest(nofit, top), n, skipped, split_rules(job, fixed))
+        sc = score(ctx, plan)
+        (fits if sc.fits else nofit).append(sc)
+    best, timed = _fastest(fits, top)
+    closest, timed_nofit = _closest_scored(nofit, top)
+    return SearchResult(best, closest, len(fits) + len(nofit), skipped, split_rules(job, fixed),
+                        simulated=timed + timed_nofit)
+
+
+def _fastest(fits: list[Scored], top: int) -> tuple[list[Result], int]:
+    """The `top` fastest of `fits` (ties in the order searched) and how many schedules that took
+    simulating: in order of their lower bounds, until the next bound exceeds the `top`-th step
+    time found (branch and bound: exactly the layouts a full evaluation of each would rank first)."""
+    if top <= 0:
+        return [], 0
+    order = sorted(range(len(fits)), key=lambda i: fits[i].lower_s)
+    heap: list[tuple[float, int, Result]] = []  # the best `top` so far, as (-step, -index): worst on top
+    timed = 0
+    for i in order:
+        if len(heap) == top and fits[i].lower_s * (1.0 - 1e-9) > -heap[0][0]:
+            break  # this bound and every later one exceed the top-th step time
+        r = fits[i].finish(False)
+        timed += 1
+        item = (-r.step_s, -i, r)
+        if len(heap) < top:
+            heapq.heappush(heap, item)
+        elif item[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, item)
+    best = sorted(heap, key=lambda t: (-t[0], -t[1]))
+    return [r for _, _, r in best], timed
+
+
+def _closest_scored(nofit: list[Scored], top: int) -> tuple[list[Result], int]:
+    """`_closest` of the layouts that do not fit, simulating only those it may pick: every layout
+    whose memory is at most that of the `top`-th distinct choice by memory (its key holds the
+    memory, so a layout that needs more can never come before it)."""
+    if top <= 0 or not nofit:
+        return [], 0
+    keys: set[tuple[object, ...]] = set()
+    limit = None
+    for sc in sorted(nofit, key=lambda sc: sc.peak_memory_bytes):
+        keys.add(_nofit_key(sc.plan, sc.peak_memory_bytes))
+        if len(keys) == top:
+            limit = sc.peak_memory_bytes
+            break
+    chosen = [sc.finish(False) for sc in nofit if limit is None or sc.peak_memory_bytes <= limit]
+    return _closest(chosen, top), len(chosen)
+
+
+def _nofit_key(p: Plan, peak: float) -> tuple[object, ...]:
+    return (p.tp, p.pp, p.vp, p.cp, p.ep, p.dp, p.micro_batch, p.grad_accum, p.sharding, peak)
 
 
 def _closest(nofit: list[Result], top: int) -> list[Result]:
@@ -205,8 +255,7 @@ def _closest(nofit: list[Result], top: int) -> list[Result]:
     out: list[Result] = []
     seen: set[tuple[object, ...]] = set()
     for r in sorted(nofit, key=lambda r: (r.peak_memory_bytes, r.step_s)):
-        p = r.plan
-        key = (p.tp, p.pp, p.vp, p.cp, p.ep, p.dp, p.micro_batch, p.grad_accum, p.sharding, r.peak_memory_bytes)
+        key = _nofit_key(r.plan, r.peak_memory_bytes)
         if key in seen:
             continue
         seen.add(key)
