@@ -325,3 +325,14 @@ def test_sglang_admits_and_retracts_by_its_own_rules() -> None:
     con = invoke("serve", *args_small, "--engine", "sglang")
     assert con.exit_code == 0 and "retractions:" in con.stdout and "preemptions:" not in con.stdout
     assert "preemptions:" in invoke("serve", *args_small).stdout
+
+
+def test_sglang_admits_up_to_its_own_request_pool_by_default() -> None:
+    # SGLang's max_running_requests follows from its KV pool (2,048 on an H100 for Llama-3.1-8B), not
+    # vLLM's 1,024 sequences; --max-num-seqs still sets it
+    args = ("llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-len", "500", "--output-len", "50",
+            "--requests", "30")
+    sg = invoke_json("serve", SCHEMA, *args, "--engine", "sglang")
+    vl = invoke_json("serve", SCHEMA, *args, "--engine", "vllm")
+    assert sg["setup"]["max_num_seqs"] == 2048 and vl["setup"]["max_num_seqs"] == 1024
+    assert invoke_json("serve", SCHEMA, *args, "--engine", "sglang", "--max-num-seqs", "300")["setup"]["max_num_seqs"] == 300

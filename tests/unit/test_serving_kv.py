@@ -223,3 +223,23 @@ def test_the_engines_read_the_memory_cudamemgetinfo_reports() -> None:
     cap = m.capacity(max_seq_len=2048)
     assert cap.total_memory_bytes == int(gpu.usable_memory_bytes)
     assert "80 GiB x 0.985 usable" in m.assumptions["memory"]
+
+
+def test_sglang_runs_as_many_requests_as_its_pool_holds() -> None:
+    from whichgpu.serving.kv import default_running_requests
+    from whichgpu.serving.kv import sglang_max_running_requests as most
+
+    # Llama-3.1-8B on one H100: 416,240 KV tokens over a 131,072-token context: 416,240 / 131,072 x 512
+    # = 1,625 requests, raised to the pool's floor of 2,048 (half the tokens, 208,120, is no limit)
+    assert most(416_240, 131_072) == 2048
+    # a short context: 2,000,000 / 8,192 x 512 = 125,000, capped at 4,096
+    assert most(2_000_000, 8192) == 4096
+    # a tiny pool: 3,000 tokens hold at most 1,500 requests (two tokens each, the scheduler's cap)
+    assert most(3000, 8192) == 1500
+    assert most(0, 8192) == 1
+    # vLLM and TensorRT-LLM keep the count they were given
+    assert default_running_requests("vllm", 1024, 416_240, 131_072) == 1024
+    assert default_running_requests("tensorrt-llm", 256, 416_240, 131_072) == 256
+    assert default_running_requests("sglang", 1024, 416_240, 131_072) == 2048
+    with pytest.raises(InputError):
+        most(1000, 0)

@@ -163,7 +163,7 @@ def serve_run(
     report's, SWEEP_POINTS rates up to saturation)."""
     from whichgpu.recommend.prices import catalog_prices
     from whichgpu.report.serve import ServeReport
-    from whichgpu.serving.kv import batch_defaults
+    from whichgpu.serving.kv import batch_defaults, default_running_requests
     from whichgpu.serving.model import Setup, build, check_request_tokens, serving_engine
     from whichgpu.serving.slo import (
         PERCENTILES,
@@ -219,6 +219,8 @@ def serve_run(
     check_request_tokens(sm.model_id, sm.args, max_seq_len, "lengths" if lengths else "input_len")
     cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
                       max_num_batched_tokens=mbt, max_num_seqs=mns)
+    if max_num_seqs is None:  # SGLang's own default follows from its KV pool
+        mns = default_running_requests(engine, mns, cap.num_tokens, sm.args.max_positions)
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
                               prefix_cache_hit_rate=prefix_cache_hit_rate)
     longest = int(pool.input_len.max())

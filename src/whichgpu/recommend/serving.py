@@ -189,7 +189,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
                   adp: int = 1) -> tuple[ServingOption, Any]:
     """The option with its engine built and capacity sized (or its reason), and the run context
     (under DP attention: one attention group's)."""
-    from whichgpu.serving.kv import batch_defaults
+    from whichgpu.serving.kv import batch_defaults, default_running_requests
     from whichgpu.serving.model import Setup, build
 
     opt = ServingOption(g, sys_, tp, ep, adp)
@@ -203,6 +203,7 @@ def _setup_option(ask: ServingAsk, g: GpuSpec, sys_: System, tp: int, today: dt.
         tokens, seqs = batch_defaults(ask.engine, int(g.usable_memory_bytes), g.name)
         cap = sm.capacity(max_seq_len=ask.input_len + ask.output_len, max_num_batched_tokens=tokens,
                           max_num_seqs=seqs)
+        seqs = default_running_requests(ask.engine, seqs, cap.num_tokens, sm.args.max_positions)
         cfg = sm.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens)
     except WhichGPUError as e:
         opt.reason, opt.kind = str(e).splitlines()[0], "fit"

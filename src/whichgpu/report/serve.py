@@ -232,7 +232,9 @@ def notes(rep: ServeReport) -> list[str]:
         out.append("equal answers in a closed loop keep each burst in lockstep (every prompt prefilled with its "
                    "wave); real clients drift out of phase: --output-len-stddev (say 10 % of --output-len) gives "
                    "that steady state")
-    if rep.config.max_num_seqs > rep.capacity.max_concurrency:
+    per_unit = None if rep.concurrency is None else rep.concurrency / (rep.replicas * rep.attention_dp)
+    if rep.config.max_num_seqs > rep.capacity.max_concurrency and (per_unit is None
+                                                                    or per_unit > rep.capacity.max_concurrency):
         out.append(f"max_num_seqs {rep.config.max_num_seqs} exceeds the {rep.capacity.max_concurrency:.0f} requests "
                    "of the longest length the KV cache holds: at full load requests wait or are preempted")
     return out + list(rep.capacity.notes)

@@ -305,7 +305,8 @@ without chunked prefill it is also the longest prompt the engine takes."""
 
 def batch_defaults(engine: str, total_memory_bytes: int, device_name: str = "") -> tuple[int, int]:
     """(step token budget, most running requests) an engine runs with when not given: vLLM's
-    (`vllm_batch_defaults`, which SGLang and TensorRT-LLM are assumed to share for the requests),
+    (`vllm_batch_defaults`; SGLang's requests follow from its KV pool once sized,
+    `default_running_requests`, and TensorRT-LLM is assumed to share vLLM's),
     but TensorRT-LLM's own max_num_tokens of `TRTLLM_MAX_NUM_TOKENS` and SGLang's own
     chunked_prefill_size for the GPU's memory (`sglang_mem_fraction_static`: 2048 under 35 GiB,
     4096 under 60, 8192 under 160, 16384 above). ``total_memory_bytes``: what cudaMemGetInfo
@@ -316,6 +317,30 @@ def batch_defaults(engine: str, total_memory_bytes: int, device_name: str = "") 
     elif engine == "sglang":  # its bands are in nvidia-smi's MiB (`GpuSpec.device_memory_mib`)
         tokens = sglang_mem_fraction_static(total_memory_bytes / USABLE_FRACTION / 2**20, 1)[1]
     return tokens, seqs
+
+
+SGLANG_REQUESTS_PER_CONTEXT = 512
+"""SGLang sizes its request pool at 512 requests per context length of KV tokens (model_runner)."""
+
+
+def sglang_max_running_requests(kv_tokens: int, context_len: int) -> int:
+    """The most requests one SGLang worker (under DP attention one attention group) runs at once
+    when ``--max-running-requests`` is not given (sgl-project/sglang 0.5.x): its request pool,
+    ``kv_tokens / context_len x 512`` within 2048-4096 (model_runner ``max_num_reqs``), and at most
+    half its KV tokens (the scheduler's ``max_total_num_tokens // 2``); a larger pool than vLLM's
+    256 or 1024 sequences, so its admission is bound by KV tokens, not a request count."""
+    if kv_tokens < 0 or context_len < 1:
+        raise InputError(f"KV tokens must be >= 0 and the context length >= 1, got {kv_tokens} and {context_len}",
+                         field="context_len")
+    pool = min(max(int(kv_tokens / context_len * SGLANG_REQUESTS_PER_CONTEXT), 2048), 4096)
+    return max(1, min(pool, kv_tokens // 2))
+
+
+def default_running_requests(engine: str, seqs: int, kv_tokens: int, context_len: int) -> int:
+    """The most running requests `engine` admits when not given: SGLang's own
+    (`sglang_max_running_requests`), else ``seqs`` (`batch_defaults`: vLLM's, which TensorRT-LLM is
+    assumed to share)."""
+    return sglang_max_running_requests(kv_tokens, context_len) if engine == "sglang" else seqs
 
 
 def sglang_mem_fraction_static(gpu_mem_mib: float, tp: int, pp: int = 1, dp_attention: int = 1,
