@@ -425,3 +425,25 @@ def test_the_bounded_search_ranks_exactly_as_evaluating_every_layout(model: str,
     ctx = Context.make(job)
     for r in every[::7]:
         assert score(ctx, r.plan).lower_s <= r.step_s * (1 + 1e-12), r.plan
+
+
+def test_the_bounded_search_keeps_the_fastest_of_each_split_when_asked() -> None:
+    # quick_best's first pass: the fastest layout of each (tp, pp, cp, ep) split, fastest first, as
+    # ranking every layout that fits and keeping the first of each split gives
+    from whichgpu.parallel.fallback import EVERY
+
+    def split(p: Plan) -> tuple[int, int, int, int]:
+        return (p.tp, p.pp, p.cp, p.ep)
+
+    job = _job("llama-3-70b", gpus=32, gb=256, seq=4096)
+    every = search(job, Fixed(schedule="1f1b"), Plan(engine="megatron"), top=EVERY)
+    firsts: list[tuple[Plan, float]] = []
+    seen: set[tuple[int, int, int, int]] = set()
+    for r in every.best:
+        if split(r.plan) not in seen:
+            seen.add(split(r.plan))
+            firsts.append((r.plan, r.step_s))
+    for top in (1, 3, 5):
+        got = search(job, Fixed(schedule="1f1b"), Plan(engine="megatron"), top=top, distinct=split)
+        assert [(r.plan, r.step_s) for r in got.best] == firsts[:top]
+        assert got.simulated < every.simulated

@@ -302,6 +302,7 @@ class NamedEntries(Generic[N]):
         self._entries = entries
         self._index = NameIndex(((e.id, (e.name, *e.aliases)) for e in self._entries), memory=memory)
         self._by_id = {e.id: e for e in self._entries}
+        self._found: dict[str, N] = {}  # names already resolved (the entries never change)
 
     def __iter__(self) -> Iterator[N]:
         return iter(self._entries)
@@ -311,7 +312,10 @@ class NamedEntries(Generic[N]):
 
     def get(self, name: str) -> N:
         """The entry `name` stands for (an id, a name, an alias), or an error with suggestions."""
-        return self._by_id[self._index.resolve(name, kind=self.kind, hint=self.hint)]
+        hit = self._found.get(name)
+        if hit is None:
+            hit = self._found[name] = self._by_id[self._index.resolve(name, kind=self.kind, hint=self.hint)]
+        return hit
 
     def ids(self) -> list[str]:
         return [e.id for e in self._entries]

@@ -122,15 +122,15 @@ def quick_best(job: Job, base: Plan, power_limit_w: float | None = None, keep: i
     to 32 GPUs it found the full search's step time or within 2% for all but one job (of 278,
     Llama-3 8B and 70B; that one 10% slower)."""
     ctx = context(job, power_limit_w)
-    coarse = search(job, Fixed(schedule="1f1b"), base, top=EVERY, ctx=ctx)
-    degrees: list[tuple[int, int, int, int]] = []
-    for r in coarse.best:  # fastest first
-        d = (r.plan.tp, r.plan.pp, r.plan.cp, r.plan.ep)
-        if d not in degrees:
-            degrees.append(d)
-    found = [r for tp, pp, cp, ep in degrees[:keep]
+    coarse = search(job, Fixed(schedule="1f1b"), base, top=keep, ctx=ctx, distinct=_degrees)
+    degrees = [_degrees(r.plan) for r in coarse.best]  # fastest first, one layout per split
+    found = [r for tp, pp, cp, ep in degrees
              for r in search(job, Fixed(tp=tp, pp=pp, cp=cp, ep=ep), base, top=1, ctx=ctx).best]
     return min(found, key=lambda r: r.step_s, default=None)
+
+
+def _degrees(p: Plan) -> tuple[int, int, int, int]:
+    return (p.tp, p.pp, p.cp, p.ep)
 
 
 @dataclass(frozen=True)

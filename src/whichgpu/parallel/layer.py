@@ -381,6 +381,15 @@ def layer_cost(a: DecoderArgs, layer: int, sh: Shard, dev: Device, host_s: float
 
 def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0,
                cross_entropy: str = "fused") -> tuple[EdgeCost, EdgeCost]:
+    """`_edge_costs`, cached by the job's shape (as `layer_cost`)."""
+    key = id(dev)
+    _DEVICES[key] = dev
+    return _edge_costs(a, sh, key, host_s, cross_entropy)
+
+
+@lru_cache(maxsize=4096)
+def _edge_costs(a: DecoderArgs, sh: Shard, dev_key: int, host_s: float,
+                cross_entropy: str) -> tuple[EdgeCost, EdgeCost]:
     """(embedding, LM head + cross-entropy) on one rank for one micro-batch. The head is split over
     the vocabulary; the loss over the rank's logits in FP32 (`hardware.engine.CROSS_ENTROPIES`):
     ``fused``, one kernel each way (forward: read the logits, write and re-read an FP32 row buffer;
@@ -389,6 +398,7 @@ def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0,
     ``.float()`` logits the GPT model hands it): forward the FP32 copy, the row max, the subtraction
     (a new tensor), exp in place, the row sum and the in-place division that leaves the softmax for
     backward; backward an in-place multiply by the loss gradient and the cast back to 16 bits."""
+    dev = _DEVICES[dev_key]
     lat = dev.params.kernel_latency_us * 1e-6
     T = max(1, sh.tokens)
     e = sh.act_bytes

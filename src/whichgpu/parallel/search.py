@@ -12,7 +12,7 @@ fit in memory are kept aside with their reason.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 from whichgpu.errors import InputError
@@ -174,8 +174,10 @@ def _schedules(fixed: Fixed, pp: int, m: int, layers: int) -> Iterator[tuple[str
 
 
 def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objective: str = "time",
-           ctx: Context | None = None) -> SearchResult:
-    """The `top` fastest layouts that fit, and the best of those that do not (with reasons)."""
+           ctx: Context | None = None, distinct: Callable[[Plan], Hashable] | None = None) -> SearchResult:
+    """The `top` fastest layouts that fit, and the best of those that do not (with reasons).
+    ``distinct``: keep only the fastest layout of each value it gives (the fastest of each split of
+    the degrees, say), the `top` fastest of those."""
     if objective not in ("time", "cost"):
         raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
     ctx = ctx or Context.make(job)
@@ -197,32 +199,47 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
             continue
         sc = score(ctx, plan)
         (fits if sc.fits else nofit).append(sc)
-    best, timed = _fastest(fits, top)
+    best, timed = _fastest(fits, top, distinct)
     closest, timed_nofit = _closest_scored(nofit, top)
     return SearchResult(best, closest, len(fits) + len(nofit), skipped, split_rules(job, fixed),
                         simulated=timed + timed_nofit)
 
 
-def _fastest(fits: list[Scored], top: int) -> tuple[list[Result], int]:
-    """The `top` fastest of `fits` (ties in the order searched) and how many schedules that took
-    simulating: in order of their lower bounds, until the next bound exceeds the `top`-th step
-    time found (branch and bound: exactly the layouts a full evaluation of each would rank first)."""
+def _fastest(fits: list[Scored], top: int, distinct: Callable[[Plan], Hashable] | None = None
+             ) -> tuple[list[Result], int]:
+    """The `top` fastest of `fits` (ties in the order searched; with `distinct`, the fastest of each
+    of its values, the `top` fastest of those) and how many schedules that took simulating: in
+    order of their lower bounds, until the next bound exceeds the `top`-th step time found (branch
+    and bound: exactly what a full evaluation of each layout would rank first)."""
     if top <= 0:
         return [], 0
     order = sorted(range(len(fits)), key=lambda i: fits[i].lower_s)
-    heap: list[tuple[float, int, Result]] = []  # the best `top` so far, as (-step, -index): worst on top
+    kept: dict[Hashable, tuple[float, int, Result]] = {}  # the fastest of each key: (step, index, result)
+    heap: list[tuple[float, int, Hashable]] = []  # the best `top` keys, as (-step, -index): worst on top
     timed = 0
     for i in order:
         if len(heap) == top and fits[i].lower_s * (1.0 - 1e-9) > -heap[0][0]:
             break  # this bound and every later one exceed the top-th step time
         r = fits[i].finish(False)
         timed += 1
-        item = (-r.step_s, -i, r)
+        key: Hashable = distinct(r.plan) if distinct is not None else i
+        old = kept.get(key)
+        if old is not None and (old[0], old[1]) <= (r.step_s, i):
+            continue
+        kept[key] = (r.step_s, i, r)
+        # the key's rank among the best: rebuild the heap when a kept key improves (rare), else push
+        if old is not None:
+            heap = [(-s, -j, k) for k, (s, j, _) in kept.items()]
+            heap = heapq.nsmallest(top, heap, key=lambda t: (-t[0], -t[1]))
+            heap = [(a, b, k) for a, b, k in heap]
+            heapq.heapify(heap)
+            continue
+        item = (-r.step_s, -i, key)
         if len(heap) < top:
             heapq.heappush(heap, item)
         elif item[:2] > heap[0][:2]:
             heapq.heapreplace(heap, item)
-    best = sorted(heap, key=lambda t: (-t[0], -t[1]))
+    best = sorted((kept[k] for _, _, k in heap), key=lambda t: (t[0], t[1]))
     return [r for _, _, r in best], timed
 
 
