@@ -300,19 +300,26 @@ def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> 
     ptr = [0] * p
     left = sum(len(o) for o in orders)
     direction = 1
+    vst = [[_vstage(schedule, p, r, c) for c in range(v)] for r in range(p)]  # virtual stage of (rank, chunk)
+    n = 0  # passes placed: the next one's index in the sequence
+    add_stage, add_key, add_dep, add_cross, add_chunk, add_micro = (
+        stage.append, key.append, dep.append, cross.append, chunk.append, micro.append)
+    last = nv - 1
     while left:
         progress = False
         for r in range(p)[::direction]:
             o = orders[r]
             i = ptr[r]
-            while i < len(o):
+            size = len(o)
+            row = vst[r]
+            while i < size:
                 kind, c, j = o[i]
-                vs = _vstage(schedule, p, r, c)
+                vs = row[c]
                 if kind == 0:
                     d = pos[(vs - 1) * m + j] if vs > 0 else -2
                     dvs = vs - 1
                 elif kind == 1:
-                    if vs == nv - 1:
+                    if vs == last:
                         d, dvs = pos[vs * m + j], vs
                     else:
                         d, dvs = pos[(nv + vs + 1) * m + j], vs + 1
@@ -323,15 +330,22 @@ def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> 
                     d = -2  # the paper's simplification: see simulate()
                 if d == -1:
                     break
-                pos[(kind * nv + vs) * m + j] = len(stage)
-                stage.append(r)
-                key.append(kind * nv + vs)
-                dep.append(max(d, -1))
-                cross.append(d >= 0 and rank_of[dvs] != r)
-                chunk.append(c)
-                micro.append(j)
+                k = kind * nv + vs
+                pos[k * m + j] = n
+                n += 1
+                add_stage(r)
+                add_key(k)
+                if d >= 0:
+                    add_dep(d)
+                    add_cross(rank_of[dvs] != r)
+                else:
+                    add_dep(-1)
+                    add_cross(False)
+                add_chunk(c)
+                add_micro(j)
                 i += 1
-                left -= 1
+            if i != ptr[r]:
+                left -= i - ptr[r]
                 progress = True
             ptr[r] = i
         direction = -direction
