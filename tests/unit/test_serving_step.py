@@ -281,8 +281,12 @@ def test_steps_outside_cuda_graphs_wait_for_the_hosts_launches() -> None:
     assert m(long) == pytest.approx(m.eager_launch_s)
     short = StepBatch(np.array([256]), np.array([256]), np.full(3, 2000))  # within vLLM's capture sizes
     assert m(short) == pytest.approx(m._step_s(short)) and m(short) < m.eager_launch_s
-    decode = StepBatch.decode_only(np.full(600, 2000))  # decode steps replay graphs
-    assert m(decode) == pytest.approx(m._step_s(decode))
+    decode = StepBatch.decode_only(np.full(500, 2000))  # decode steps within the capture sizes replay graphs
+    assert m(decode) == pytest.approx(m._step_s(decode)) and m(decode) < m.eager_launch_s
+    np.testing.assert_allclose(m.decode_run(np.full(500, 2000), 3),
+                               [m(StepBatch.decode_only(np.full(500, 2000 + j))) for j in range(3)], rtol=1e-12)
+    wide = StepBatch.decode_only(np.full(600, 2000))  # 600 > 512: launched eagerly, as the long prefill
+    assert m._step_s(wide) < m.eager_launch_s and m(wide) == pytest.approx(m.eager_launch_s)
     np.testing.assert_allclose(m.decode_run(np.full(600, 2000), 3),
                                [m(StepBatch.decode_only(np.full(600, 2000 + j))) for j in range(3)], rtol=1e-12)
     # a long prefill keeps the GPU busier than the launches: unchanged
@@ -320,3 +324,31 @@ def test_a_copy_of_a_step_model_starts_with_empty_memo_tables() -> None:
     assert not (slower._fixed or slower._layers or slower._heads or slower._prefill_attn)
     assert slower(b) > before  # timed afresh under its own engine, not read from the original's tables
     assert st(b) == before
+
+
+def test_decode_steps_over_the_engines_graph_size_run_without_graphs() -> None:
+    from dataclasses import replace
+
+    from whichgpu.hardware.engine import get_engine
+    from whichgpu.serving.model import decode_graph_tokens
+
+    gpu = load_catalog().get("h100-sxm5-80gb")
+    system = load_systems().get("dgx-h100")
+    # vLLM's captures end at 512 tokens with its defaults; SGLang's cuda_graph_max_bs on one H100
+    # (an 80 GiB band, TP 1) is 256 requests; TensorRT-LLM's graph sizes are not modelled
+    assert decode_graph_tokens(Setup("llama-3.1-8b", gpu, system), get_engine("vllm")) == 512
+    assert decode_graph_tokens(Setup("llama-3.1-8b", gpu, system, engine="sglang"), get_engine("sglang")) == 256
+    assert decode_graph_tokens(Setup("llama-3.1-8b", gpu, system, tp=4, engine="sglang"), get_engine("sglang")) == 512
+    assert decode_graph_tokens(Setup("llama-3.1-8b", gpu, system, engine="tensorrt-llm"),
+                               get_engine("tensorrt-llm")) == float("inf")
+    st = build(Setup("llama-3.1-8b", gpu, system)).step_time
+    assert isinstance(st, StepModel) and st.decode_graph_tokens == 512
+    ctx = np.full(16, 300)
+    graphed = st.decode_run(ctx, 4)
+    assert graphed.max() < st.eager_launch_s  # 16 requests: well under the launches of an eager step
+    small = replace(st, decode_graph_tokens=8)  # a graph size under the batch: the step is launched eagerly
+    eager = small.decode_run(ctx, 4)
+    assert np.allclose(eager, st.eager_launch_s)
+    assert small(StepBatch.decode_only(ctx)) == pytest.approx(eager[0])
+    assert st(StepBatch.decode_only(ctx)) == pytest.approx(graphed[0])
+    assert "decode steps over 512 tokens run outside CUDA graphs" in build(Setup("llama-3.1-8b", gpu, system)).assumptions["engine"]

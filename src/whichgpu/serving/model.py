@@ -28,6 +28,7 @@ parallelism here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -146,6 +147,19 @@ def sglang_default_fraction(s: Setup) -> float:
     GPU's nvidia-smi total, all the replica's GPUs as its tp_size, DP attention's groups, a draft."""
     spec = None if s.spec is None else ("standalone" if s.spec.draft_model else "eagle")
     return sglang_mem_fraction_static(s.gpu.device_memory_mib, s.tp * s.pp, 1, s.attention_dp, spec)[0]
+
+
+def decode_graph_tokens(s: Setup, eng: Engine) -> float:
+    """The largest decode-only step, in tokens, `s`'s engine replays from a CUDA graph: SGLang's
+    default ``cuda_graph_max_bs`` for the GPU and layout (`kv.sglang_mem_fraction_static`: 8-512
+    requests by memory band and TP), times the tokens each verifies under speculative decoding;
+    vLLM's largest capture size (``prefill_graph_tokens``: its graphs serve decode and mixed steps
+    alike); no limit for TensorRT-LLM (its CUDA-graph batch sizes are not modelled)."""
+    if s.engine == "sglang":
+        spec = None if s.spec is None else ("standalone" if s.spec.draft_model else "eagle")
+        bs = sglang_mem_fraction_static(s.gpu.device_memory_mib, s.tp * s.pp, 1, s.attention_dp, spec)[2]
+        return float(bs * (1 + (s.spec.draft_len if s.spec is not None else 0)))
+    return float(eng.prefill_graph_tokens) if eng.prefill_graph_tokens else math.inf
 
 
 def layout_text(tp: int, ep: int = 1, pp: int = 1, attention_dp: int = 1) -> str:
@@ -404,6 +418,7 @@ def build(setup: Setup) -> ServingModel:
     eng = get_engine(setup.engine)  # sglang: vLLM's kernel and launch profile with its own request overhead
     dev = Device(setup.gpu, load_params())
     cpu = eng.step_host_ms_infer * 1e-3
+    graph_tokens = decode_graph_tokens(setup, eng)
 
     def layout(layers: int) -> KvLayout:
         return kv_layout(layers=layers, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes,
@@ -415,7 +430,7 @@ def build(setup: Setup) -> ServingModel:
     if pp > 1:
         last = pp - 1
         models = tuple(StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, first_layer=lo,
-                                 last_layer=hi, lm_head=s == last, host=s == last)
+                                 last_layer=hi, lm_head=s == last, host=s == last, decode_graph_tokens=graph_tokens)
                        for s, (lo, hi) in enumerate(bounds))
         links = boundary_links(setup.system, tp, pp, dev.params)
         step = PipelineStepTime(models, links, a.hidden)
@@ -441,7 +456,7 @@ def build(setup: Setup) -> ServingModel:
                                     f"{spec.draft_len} lookahead KV slots per decoding request; drafter weights "
                                     f"{draft_w / 1e9:.2f} GB per GPU, its KV as {draft_layers} more layer(s)")
         step = StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, speculative=spec is not None,
-                         draft=draft, attn_dp=adp)
+                         draft=draft, attn_dp=adp, decode_graph_tokens=graph_tokens)
         if adp > 1:
             notes["attention_dp"] = (
                 f"DP attention: {adp} attention groups of {setup.attn_tp} GPU(s), each with its own requests "
@@ -516,7 +531,9 @@ def build(setup: Setup) -> ServingModel:
                   + (f", {eng.request_overhead_ms:g} ms per request before the scheduler sees it (front end, "
                      "tokenisation, hand-off; counted in TTFT)" if eng.request_overhead_ms else "")
                   + ((f"; steps with prefill over {eng.prefill_graph_tokens:g} tokens" if eng.prefill_graph_tokens
-                      else "; prefill steps") + " run outside CUDA graphs: at least "
+                      else "; prefill steps")
+                     + (f" and decode steps over {graph_tokens:g} tokens" if math.isfinite(graph_tokens) else "")
+                     + " run outside CUDA graphs: at least "
                      f"{eng.eager_kernel_host_us:g} us of host time per kernel launched, "
                      f"{launch_s * 1e3:.1f} ms a step" + (" per stage" if pp > 1 else "") + " for this model"
                      if eng.eager_kernel_host_us else "")

@@ -60,6 +60,7 @@ is counted as one). The run of such steps is linear in the summed context too
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,6 +110,10 @@ class StepModel:
     """Attention data parallelism (DP attention): the ``tp`` GPUs form ``attn_dp`` groups of tp / attn_dp
     that each run attention for their own requests; this model times one group's step, its MLP or
     experts over every group's tokens (the groups step in lockstep with equal batches)."""
+    decode_graph_tokens: float = math.inf
+    """The largest decode-only step, in tokens, the engine replays from a CUDA graph (vLLM: its
+    largest capture size, 512 with its defaults; SGLang: its ``cuda_graph_max_bs``); a larger one
+    runs without graphs and takes at least `eager_launch_s`."""
     # memo tables (init=False: a copy made with dataclasses.replace starts with empty ones)
     _fixed: dict[tuple[int, int], float] = field(default_factory=dict, init=False, repr=False)
     _layers: dict[int, float] = field(default_factory=dict, init=False, repr=False)
@@ -344,10 +349,20 @@ class StepModel:
         return self._eager
 
     def _graphed(self, batch: StepBatch) -> bool:
-        """Whether the engine replays the step from a CUDA graph: a decode-only step, or one with
-        prefill tokens of at most ``prefill_graph_tokens`` tokens (vLLM's capture sizes; SGLang and
-        TensorRT-LLM's PyTorch backend never capture prefill)."""
-        return not batch.prefill_tokens.size or batch.num_tokens <= self.engine.prefill_graph_tokens
+        """Whether the engine replays the step from a CUDA graph: a decode-only step of at most
+        `decode_graph_tokens` tokens, or one with prefill tokens of at most ``prefill_graph_tokens``
+        tokens (vLLM's capture sizes; SGLang and TensorRT-LLM's PyTorch backend never capture prefill)."""
+        if not batch.prefill_tokens.size:
+            return batch.num_tokens <= self.decode_graph_tokens
+        return batch.num_tokens <= self.engine.prefill_graph_tokens
+
+    def _eager_floor(self, times: np.ndarray, tokens: int) -> np.ndarray:
+        """A run of decode steps of ``tokens`` tokens each: those over `decode_graph_tokens` run
+        without graphs and take at least `eager_launch_s` each."""
+        if tokens > self.decode_graph_tokens and self.engine.eager_kernel_host_us:
+            out: np.ndarray = np.maximum(times, self.eager_launch_s)
+            return out
+        return times
 
     # ---- the protocol -------------------------------------------------------------------
     def __call__(self, batch: StepBatch) -> float:
@@ -371,7 +386,7 @@ class StepModel:
         base = self.fixed_s(n, n) + (lat if n else 0.0) + self._host_per_seq_s * n
         s0 = float(decode_context.sum())
         j = np.arange(steps, dtype=np.float64)
-        return base + per_pos * (s0 + n * j)
+        return self._eager_floor(base + per_pos * (s0 + n * j), n)
 
     # ---- speculative decoding ---------------------------------------------------------------
     def _spec_step(self, batch: StepBatch, drafts: np.ndarray) -> float:
@@ -438,4 +453,4 @@ class StepModel:
             pass_base, per_pos = self._draft_pass(n)
             base += drafts * pass_base
             slope += drafts * per_pos
-        return base + slope * np.asarray(context_sums, dtype=np.float64)
+        return self._eager_floor(base + slope * np.asarray(context_sums, dtype=np.float64), n * q)
