@@ -447,3 +447,25 @@ def test_the_bounded_search_keeps_the_fastest_of_each_split_when_asked() -> None
         got = search(job, Fixed(schedule="1f1b"), Plan(engine="megatron"), top=top, distinct=split)
         assert [(r.plan, r.step_s) for r in got.best] == firsts[:top]
         assert got.simulated < every.simulated
+
+
+def test_the_bounded_search_keeps_a_split_whose_later_layout_is_faster() -> None:
+    # a layout of split "a" with a low bound but a slow step, then one with a higher bound and the
+    # fastest step: "a" must be ranked by the second (the best keys rebuilt), "c" bounded out
+    from types import SimpleNamespace
+
+    from whichgpu.parallel.planner import Scored
+    from whichgpu.parallel.search import _fastest
+
+    def scored(key: str, lower: float, step: float) -> Scored:
+        result = SimpleNamespace(plan=key, step_s=step)
+        return Scored(key, True, 0.0, lower, lambda _t, r=result: r)  # type: ignore[arg-type,misc]
+
+    fits = [scored("a", 1.0, 5.0), scored("b", 2.0, 3.0), scored("a", 2.5, 2.0), scored("c", 4.0, 4.5)]
+    best, timed = _fastest(fits, 2, distinct=lambda p: p)
+    assert [(r.plan, r.step_s) for r in best] == [("a", 2.0), ("b", 3.0)]
+    assert timed == 3  # "c"'s bound (4.0) is over the second step found (3.0)
+    best, _ = _fastest(fits, 3, distinct=lambda p: p)
+    assert [(r.plan, r.step_s) for r in best] == [("a", 2.0), ("b", 3.0), ("c", 4.5)]
+    best, _ = _fastest(fits, 3)  # every layout its own key
+    assert [(r.plan, r.step_s) for r in best] == [("a", 2.0), ("b", 3.0), ("c", 4.5)]

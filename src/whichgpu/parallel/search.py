@@ -227,11 +227,8 @@ def _fastest(fits: list[Scored], top: int, distinct: Callable[[Plan], Hashable] 
         if old is not None and (old[0], old[1]) <= (r.step_s, i):
             continue
         kept[key] = (r.step_s, i, r)
-        # the key's rank among the best: rebuild the heap when a kept key improves (rare), else push
-        if old is not None:
-            heap = [(-s, -j, k) for k, (s, j, _) in kept.items()]
-            heap = heapq.nsmallest(top, heap, key=lambda t: (-t[0], -t[1]))
-            heap = [(a, b, k) for a, b, k in heap]
+        if old is not None:  # a kept key improved (rare): the best `top` keys again, from scratch
+            heap = [(-s, -j, k) for s, j, k in heapq.nsmallest(top, ((s, j, k) for k, (s, j, _) in kept.items()))]
             heapq.heapify(heap)
             continue
         item = (-r.step_s, -i, key)
