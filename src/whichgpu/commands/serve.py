@@ -93,7 +93,8 @@ def serve_cmd(
                                                  "--mem-fraction-static (default: its rule for the GPU), "
                                                  "TensorRT-LLM's free_gpu_memory_fraction (default 0.9)."),
     max_num_seqs: int = int_option(None, "--max-num-seqs", bound=CONCURRENCY, help="Most requests running at once "
-                                   "(default: vLLM's for the GPU, 256 or 1024)."),
+                                   "(default: vLLM's for the GPU, 256 or 1024, which TensorRT-LLM is assumed to share; SGLang's own "
+                                   "max_running_requests, 2048-4096 by its KV pool)."),
     max_batched_tokens: int = int_option(None, "--max-batched-tokens", "--max-num-batched-tokens",
                                          bound=limits.SEQ_LEN, help="Token budget of one engine step (default: "
                                          "vLLM's for the GPU, 2048 or 8192; SGLang's chunked_prefill_size, 2048-16384 by the GPU's "

@@ -572,9 +572,6 @@ def score(ctx: Context, plan: Plan) -> Scored:
         jitter = step * params.planner_dp_jitter * spread
         step += jitter
         out["overhead"] = fixed0 + jitter
-        return _result(step, bubble, out, tl)
-
-    def _result(step: float, bubble: float, split: dict[str, float], tl: Any) -> Result:
         tokens = job.global_batch * job.seq_len
         tps = tokens / step
         peak_flops, peak_dtype = _peak_dtype(ctx)
@@ -588,7 +585,7 @@ def score(ctx: Context, plan: Plan) -> Scored:
         return Result(
             plan=plan, fits=fits, reason=reason, step_s=step, tokens_per_s=tps,
             model_tflops_per_gpu=model_flops / step / 1e12, mfu=model_flops / step / peak_flops,
-            hfu=hw / step / peak_flops, split=split, memory=memory, peak_memory_bytes=peak,
+            hfu=hw / step / peak_flops, split=out, memory=memory, peak_memory_bytes=peak,
             bubble_fraction=bubble, stage_s=tuple(zip(f_s, b_s, w_s, strict=True)), worst_stage=worst_mem,
             comm_total=comm_total, timeline=tl,
             assumptions={

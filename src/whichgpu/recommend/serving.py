@@ -390,7 +390,7 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
                                         "the GPU, 0.9 of the memory free after loading for the KV cache"
                                         if ask.engine == "tensorrt-llm" else
                                         "its scheduling (prefill-first steps, admission within new_token_ratio, "
-                                        "retraction) with its chunked_prefill_size and vLLM's max_num_seqs for the GPU, "
+                                        "retraction) with its chunked_prefill_size and max_running_requests (2048-4096 by its KV pool), "
                                         "its default mem_fraction_static for the GPU and layout"
                                         if ask.engine == "sglang" else
                                         "vLLM v1 scheduling with the GPU's default max_num_seqs and "

@@ -142,11 +142,17 @@ in only with ``--enable-mixed-chunk`` (``ServerArgs.enable_mixed_chunk = False``
 TensorRT-LLM put every running request's next token in each step (`scheduler.SchedulerConfig.prefill_first`)."""
 
 
-def sglang_default_fraction(s: Setup) -> float:
-    """SGLang's default ``mem_fraction_static`` for a setup (`kv.sglang_mem_fraction_static`): the
-    GPU's nvidia-smi total, all the replica's GPUs as its tp_size, DP attention's groups, a draft."""
+def sglang_defaults(s: Setup) -> tuple[float, int, int]:
+    """SGLang's default (mem_fraction_static, chunked_prefill_size, cuda_graph_max_bs) for a setup
+    (`kv.sglang_mem_fraction_static`): the GPU's nvidia-smi total, all the replica's GPUs as its
+    tp_size, DP attention's groups, a draft."""
     spec = None if s.spec is None else ("standalone" if s.spec.draft_model else "eagle")
-    return sglang_mem_fraction_static(s.gpu.device_memory_mib, s.tp * s.pp, 1, s.attention_dp, spec)[0]
+    return sglang_mem_fraction_static(s.gpu.device_memory_mib, s.tp * s.pp, 1, s.attention_dp, spec)
+
+
+def sglang_default_fraction(s: Setup) -> float:
+    """SGLang's default ``mem_fraction_static`` for a setup (`sglang_defaults`)."""
+    return sglang_defaults(s)[0]
 
 
 def decode_graph_tokens(s: Setup, eng: Engine) -> float:
@@ -156,9 +162,7 @@ def decode_graph_tokens(s: Setup, eng: Engine) -> float:
     vLLM's largest capture size (``prefill_graph_tokens``: its graphs serve decode and mixed steps
     alike); no limit for TensorRT-LLM (its CUDA-graph batch sizes are not modelled)."""
     if s.engine == "sglang":
-        spec = None if s.spec is None else ("standalone" if s.spec.draft_model else "eagle")
-        bs = sglang_mem_fraction_static(s.gpu.device_memory_mib, s.tp * s.pp, 1, s.attention_dp, spec)[2]
-        return float(bs * (1 + (s.spec.draft_len if s.spec is not None else 0)))
+        return float(sglang_defaults(s)[2] * (1 + (s.spec.draft_len if s.spec is not None else 0)))
     return float(eng.prefill_graph_tokens) if eng.prefill_graph_tokens else math.inf
 
 
