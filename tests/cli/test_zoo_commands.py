@@ -20,7 +20,9 @@ from whichgpu.workload.zoo import all_entries
 
 pytestmark = [needs_torch]
 
-ZOO = sorted(all_entries())
+# Serving-only entries (linear-attention decoders the PyTorch zoo does not build: estimate, fit and
+# recommend refuse them in one line, tests/unit/test_hybrid_linear_attention.py) are not swept.
+ZOO = sorted(m for m, e in all_entries().items() if "serving only" not in (e.notes or ""))
 # One model per kind of builder (the capture paths): a CNN, a detector, an encoder, an
 # encoder-decoder, a vision transformer, the diffusion UNet, a dense decoder, an MoE decoder, one
 # with multi-head latent attention and a hybrid Mamba decoder.

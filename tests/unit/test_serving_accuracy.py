@@ -73,7 +73,8 @@ def test_rows_the_command_cannot_express_are_listed(rows: list[sv.ServeScore]) -
     multi = [r for r in rows if " tp16 " in r.name or " tp64 " in r.name]
     assert all(r.errors() is None for r in multi)
     expressible_else = [r for r in multi if not r.reason.startswith(("model ", "disaggregated"))]
-    assert len(expressible_else) >= 50 and all("one node" in r.reason for r in expressible_else)
+    assert len(expressible_else) >= 50
+    assert all("one node" in r.reason or "does not divide the 32 attention heads" in r.reason for r in expressible_else)
 
 
 def test_overall_targets_and_guards(rows: list[sv.ServeScore]) -> None:
@@ -97,6 +98,20 @@ def test_each_groups_ttft_bias_meets_the_target_or_its_guard(rows: list[sv.Serve
         today = TTFT_BIAS[g]
         bound = 0.15 if abs(today) <= 0.15 else abs(today) + 0.03  # the target, else a guard at today's figure
         assert abs(b["ttft_signed"]) <= bound, (g, b["ttft_signed"])
+
+
+def test_the_hybrid_family_is_scored_apart_and_guarded(rows: list[sv.ServeScore]) -> None:
+    """Qwen3.5-397B-A17B (Gated DeltaNet layers, not calibrated) is scored and listed apart: outside
+    the bounded figures above, held by guards at today's figures (130 rows, TTFT 31.4 % median at
+    -25.4 %, TPOT 14.5 % at +1.4 %) so a regression shows."""
+    s = sv.summary(rows)
+    apart = [r for r in rows if r.apart and r.errors() is not None]
+    assert len(apart) >= 120 and all("Qwen3.5" in r.name for r in apart)
+    assert s["all"]["rows"] == sum(r.errors() is not None for r in rows) - len(apart)
+    (why, part), = s["apart"].items()
+    assert "linear attention" in why and part["all"]["rows"] == len(apart)
+    assert part["all"]["tpot_median"] <= 0.17 and abs(part["all"]["tpot_signed"]) <= 0.06
+    assert part["all"]["ttft_median"] <= 0.35 and abs(part["all"]["ttft_signed"]) <= 0.29
 
 
 def test_kv_cache_dtype_per_row_follows_the_engines_checkpoint_rule() -> None:
@@ -153,7 +168,7 @@ def test_serves_packaged_accuracy_figures_are_todays(rows: list[sv.ServeScore]) 
     today = sv.accuracy_groups(rows)
     packaged = {(g["gpu"], g["engine"]): g for g in load()["group"]}
     assert set(packaged) == set(today)
-    assert today[(ANY, ANY)][0] == sum(r.predicted_ttft_ms is not None for r in rows)
+    assert today[(ANY, ANY)][0] == sum(r.predicted_ttft_ms is not None and not r.apart for r in rows)
     for key, g in packaged.items():
         n, ttft, tpot = today[key]
         assert g["rows"] == n, key

@@ -48,6 +48,12 @@ def validate_serve_cmd(
             t.add_row(g, str(b["rows"]), pct(b["ttft_median"]), pct(b["ttft_signed"], True), pct(b["tpot_median"]),
                       pct(b["tpot_signed"], True))
     console.print(t)
+    for why, part in s["apart"].items():
+        if part["all"]["rows"]:
+            say(f"  scored apart ({why}):")
+            for g, blk in [("all", part["all"]), *part["groups"].items()]:
+                say(f"    {g}: {blk['rows']} rows, TTFT {pct(blk['ttft_median'])} ({pct(blk['ttft_signed'], True)}), "
+                    f"TPOT {pct(blk['tpot_median'])} ({pct(blk['tpot_signed'], True)})")
     reasons: dict[str, int] = {}
     for r in rows:
         if r.reason:
@@ -58,7 +64,7 @@ def validate_serve_cmd(
         for r in rows:
             e = r.errors()
             if e is not None:
-                say(f"  {r.name}: TTFT {r.predicted_ttft_ms:.1f} / {r.measured_ttft_ms:.1f} ms ({e[0]:+.0%}), "
+                say(f"  {r.name}{' (apart)' if r.apart else ''}: TTFT {r.predicted_ttft_ms:.1f} / {r.measured_ttft_ms:.1f} ms ({e[0]:+.0%}), "
                     f"TPOT {r.predicted_tpot_ms:.2f} / {r.measured_tpot_ms:.2f} ms ({e[1]:+.0%})")
 
 

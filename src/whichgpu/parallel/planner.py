@@ -660,11 +660,11 @@ def largest_layer(a: DecoderArgs) -> int:
 
 @lru_cache(maxsize=65536)
 def layer_kinds(a: DecoderArgs, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
-    """Layers lo..hi-1 grouped by kind (window, MoE): (first layer of the kind, count). Layers of a
-    kind cost alike (layer_cost caches by kind), so a stage sums kinds, not layers."""
-    seen: dict[tuple[int, bool], list[int]] = {}
+    """Layers lo..hi-1 grouped by kind (window, MoE, linear attention): (first layer of the kind,
+    count). Layers of a kind cost alike (layer_cost caches by kind), so a stage sums kinds, not layers."""
+    seen: dict[tuple[int, bool, bool], list[int]] = {}
     for i in range(lo, hi):
-        k = (a.window(i), a.is_moe(i))
+        k = (a.window(i), a.is_moe(i), a.is_linear(i))
         if k in seen:
             seen[k][1] += 1
         else:

@@ -50,7 +50,7 @@ in the ``1 - mem_fraction_static`` share instead of being profiled.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from whichgpu.errors import InputError, NoAnswerError
 from whichgpu.hardware.spec import USABLE_FRACTION
@@ -90,6 +90,10 @@ class KvLayout:
     """Layers attending within ``sliding_window`` positions."""
     sliding_window: int = 0
     """The sliding layers' window in tokens (0: none)."""
+    state_layers: int = 0
+    """Linear-attention (Gated DeltaNet) layers: no KV, one fixed state per request each."""
+    state_bytes_layer: int = 0
+    """Bytes of one request's state in one such layer on this GPU (recurrent state + convolution)."""
 
     @property
     def layers(self) -> int:
@@ -103,7 +107,7 @@ class KvLayout:
 
 def kv_layout(*, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float, tp: int = 1,
               sliding_layers: int = 0, sliding_window: int = 0, kv_lora_rank: int = 0,
-              qk_rope_head_dim: int = 0) -> KvLayout:
+              qk_rope_head_dim: int = 0, state_layers: int = 0, state_bytes_layer: int = 0) -> KvLayout:
     """The per-GPU KV layout of a decoder.
 
     ``layers`` counts every attention layer (``sliding_layers`` of them use a window). With
@@ -135,7 +139,11 @@ def kv_layout(*, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: floa
     per_layer = values * kv_dtype_bytes
     if per_layer != int(per_layer):
         raise InputError(f"KV bytes per token per layer must be whole, got {per_layer}", field="kv_dtype_bytes")
-    return KvLayout(int(per_layer), layers - sliding_layers, sliding_layers, sliding_window if sliding_layers else 0)
+    if state_layers and (state_bytes_layer < 1 or sliding_layers):
+        raise InputError("linear-attention layers need their state's bytes, and do not mix with sliding windows here",
+                         field="state_layers")
+    return KvLayout(int(per_layer), layers - sliding_layers, sliding_layers, sliding_window if sliding_layers else 0,
+                    state_layers, state_bytes_layer if state_layers else 0)
 
 
 @dataclass(frozen=True)
@@ -149,11 +157,13 @@ class BlockGroups:
     """Groups of sliding-window layers: each holds at most ``sliding_blocks`` blocks per request."""
     sliding_blocks: int = 0
     """The cap of a sliding group's blocks: ceil(window / block_size) + 1."""
+    state_groups: int = 0
+    """Groups of linear-attention layers: each holds one block (the request's state) per request."""
 
     def blocks(self, tokens: int) -> int:
         """Blocks a request holding ``tokens`` tokens of KV occupies."""
         b = -(-tokens // self.block_size)
-        return self.full_groups * b + self.sliding_groups * min(b, self.sliding_blocks)
+        return self.full_groups * b + self.sliding_groups * min(b, self.sliding_blocks) + self.state_groups
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,9 @@ class KvCapacity:
     """total - requested, minus CUDA graphs when they are not in the budget: what is left for the
     CUDA context and anything else; negative means the engine would likely run out of memory."""
     notes: tuple[str, ...] = ()
+    state_slots: int | None = None
+    """SGLang with linear-attention layers: requests whose states its state pool holds, which caps
+    the requests running at once; None: no such pool."""
     engine_fraction: float | None = None
     """The engine's own memory fraction where its accounting is not vLLM's (SGLang's
     mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction); `gpu_memory_utilization` is
@@ -196,6 +209,10 @@ class KvCapacity:
 
 def _groups(layout: KvLayout, block_size: int) -> tuple[BlockGroups, int]:
     """(block groups, layers per group) as vLLM's hybrid KV-cache manager forms them."""
+    if layout.state_layers:  # attention groups and state groups of equal size, as sliding ones
+        lo, hi = sorted((layout.full_layers, layout.state_layers))
+        gs = hi if hi < 1.5 * lo else lo
+        return BlockGroups(block_size, -(-layout.full_layers // gs), state_groups=-(-layout.state_layers // gs)), gs
     if not layout.sliding_layers or not layout.full_layers:
         gs = layout.layers
         if layout.sliding_layers:  # every layer sliding: one sliding group
@@ -211,13 +228,20 @@ def kv_cache_capacity(*, total_memory_bytes: int, weight_bytes: int, activation_
                       layout: KvLayout, max_seq_len: int, gpu_memory_utilization: float = 0.9,
                       non_torch_bytes: int | None = None, tp: int = 1,
                       cuda_graph_bytes: int = DEFAULT_CUDA_GRAPH_BYTES, cuda_graphs_in_budget: bool = False,
-                      block_size: int = DEFAULT_BLOCK_SIZE) -> KvCapacity:
+                      block_size: int = DEFAULT_BLOCK_SIZE, state_pool_share: float = 0.0) -> KvCapacity:
     """KV-cache capacity of one GPU as vLLM v1 sizes it (see the module docstring).
 
     ``weight_bytes``: this GPU's share of the weights. ``activation_peak_bytes``: the profiling
     run's peak above the weights. ``non_torch_bytes``: None takes ``default_non_torch_bytes(tp)``.
     Raises `InputError` on bad values and `NoAnswerError` when the weights, the non-KV memory or
     one request of ``max_seq_len`` tokens do not fit.
+
+    Linear-attention layers (``layout.state_layers``): vLLM (``state_pool_share`` 0) keeps each
+    request's state in one block of each state group, the attention block size raised to the
+    smallest multiple of 16 tokens whose page holds one layer's state (its page-size unification);
+    SGLang gives the states their own pool, ``state_pool_share`` of the KV bytes
+    (``mamba_full_memory_ratio`` r: r / (1 + r)), which caps the requests running at once
+    (`KvCapacity.state_slots`).
     """
     if not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}",
@@ -241,8 +265,16 @@ def kv_cache_capacity(*, total_memory_bytes: int, weight_bytes: int, activation_
     graphs = cuda_graph_bytes if cuda_graphs_in_budget else 0
     non_kv = weight_bytes + activation_peak_bytes + non_torch + graphs
     kv_bytes = int(requested - non_kv)  # vLLM: int(requested_memory - non_kv_cache_memory)
+    slots = None
+    if layout.state_layers and state_pool_share:  # SGLang: a pool of states beside the token pool
+        slots = int(max(kv_bytes, 0) * state_pool_share // (layout.state_bytes_layer * layout.state_layers))
+        kv_bytes = int(kv_bytes * (1.0 - state_pool_share))
+        layout = replace(layout, state_layers=0, state_bytes_layer=0)
+    elif layout.state_layers:  # vLLM: attention pages as large as a state's
+        align = 16 * layout.bytes_per_token_layer
+        block_size = max(block_size, 16 * -(-layout.state_bytes_layer // align))
     groups, per_group = _groups(layout, block_size)
-    page = layout.bytes_per_token_layer * block_size  # AttentionSpec.page_size_bytes: one layer, one block
+    page = max(layout.bytes_per_token_layer * block_size, layout.state_bytes_layer)  # one layer, one block
     bytes_per_block = page * per_group
     num_blocks = max(kv_bytes, 0) // page // per_group  # kv_cache_utils.get_num_blocks
     terms = (f"weights {weight_bytes / GiB:.2f} + activation peak {activation_peak_bytes / GiB:.2f} + "
@@ -258,20 +290,29 @@ def kv_cache_capacity(*, total_memory_bytes: int, weight_bytes: int, activation_
             f"({per_request * bytes_per_block / GiB:.2f} GiB) but only {num_blocks} fit "
             f"({kv_bytes / GiB:.2f} GiB after {terms}); the longest that fits is {longest} tokens")
     concurrency = num_blocks / per_request
-    uniform = not layout.sliding_layers
+    uniform = not layout.sliding_layers and not layout.state_layers
     tokens = num_blocks * block_size if uniform else int(concurrency * max_seq_len)
     headroom = total_memory_bytes - requested - (0 if cuda_graphs_in_budget else cuda_graph_bytes)
     notes: list[str] = []
     if headroom < 0:
         notes.append(f"CUDA graphs ({cuda_graph_bytes / GiB:.2f} GiB) exceed the unrequested "
                      f"{(total_memory_bytes - requested) / GiB:.2f} GiB: the engine would likely run out of memory")
-    if not uniform:
+    if groups.sliding_groups:
         notes.append(f"hybrid KV cache: {groups.full_groups} full and {groups.sliding_groups} sliding-window "
                      f"groups of {per_group} layers; a sliding group keeps at most {groups.sliding_blocks} blocks "
                      "per request")
+    if groups.state_groups:
+        notes.append(f"hybrid KV cache: {groups.full_groups} attention and {groups.state_groups} linear-attention "
+                     f"group(s) of {per_group} layers, blocks of {block_size} tokens (a page as large as one layer's "
+                     f"state, {layout.state_bytes_layer / 2**20:.2f} MiB); each request holds one block per "
+                     "linear-attention group for its state")
+    if slots is not None:
+        notes.append(f"linear-attention states in their own pool ({state_pool_share:.1%} of the KV bytes): "
+                     f"{slots:,} requests' states, the most that run at once")
     return KvCapacity(total_memory_bytes, gpu_memory_utilization, requested, weight_bytes, activation_peak_bytes,
                       non_torch, cuda_graph_bytes, cuda_graphs_in_budget, kv_bytes, block_size, bytes_per_block,
-                      num_blocks, tokens, max_seq_len, per_request, concurrency, groups, headroom, tuple(notes))
+                      num_blocks, tokens, max_seq_len, per_request, concurrency, groups, headroom, tuple(notes),
+                      state_slots=slots)
 
 
 def _longest_fitting(groups: BlockGroups, num_blocks: int) -> int:

@@ -59,7 +59,7 @@ from whichgpu.serving.pipeline import (
 from whichgpu.serving.results import ServingResult
 from whichgpu.serving.scheduler import SchedulerConfig
 from whichgpu.serving.spec import SpecDecode
-from whichgpu.serving.step import ACT_BYTES, PRECISIONS, WEIGHT_BYTES, StepModel
+from whichgpu.serving.step import ACT_BYTES, PRECISIONS, WEIGHT_BYTES, StepModel, linear_state_bytes
 from whichgpu.serving.workload import Workload
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 
@@ -128,6 +128,15 @@ UNCHUNKED_ENGINES = ("tensorrt-llm",)
 whole in one step, and one longer than max_num_tokens is refused. vLLM (v1) and SGLang chunk."""
 
 RETRACTING_ENGINES = ("sglang",)
+
+LINEAR_STATE_BYTES = {"sglang": 4.0}
+"""Bytes of a value of the linear-attention state, by engine: SGLang keeps it in float32 (its
+``--mamba-ssm-dtype`` default); vLLM in the model's dtype (``mamba_ssm_cache_dtype`` auto), 2
+bytes here; TensorRT-LLM assumed as vLLM."""
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+"""SGLang's ``--mamba-full-memory-ratio`` default: the linear-attention states' pool is r / (1 + r)
+of the memory the KV pool would have had (its model runner's split)."""
+
 """Engines that admit and retract as SGLang does (`scheduler.SchedulerConfig.sglang_admission`): its
 ``PrefillAdder`` starts a request only while its prompt and (clipped) answer fit beside the running
 requests' remaining answers scaled by ``new_token_ratio`` (0.7, falling to about 0.1 over 600 decode
@@ -287,9 +296,10 @@ class ServingModel:
             # activations are not profiled (they live in the rest). The same KV bytes as vLLM's terms:
             non_torch = default_non_torch_bytes(gpus)
             util = min(1.0, (gpu_memory_utilization * (total - non_torch) + act + non_torch) / total)
+        ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO if engine == "sglang" else 0.0
         cap = kv_cache_capacity(total_memory_bytes=total, weight_bytes=int(weights),
                                 activation_peak_bytes=act, layout=layout, max_seq_len=max_seq_len,
-                                gpu_memory_utilization=util, tp=gpus)
+                                gpu_memory_utilization=util, tp=gpus, state_pool_share=ratio / (1.0 + ratio))
         return cap if engine == "vllm" else replace(cap, engine_fraction=gpu_memory_utilization)
 
     @property
@@ -307,6 +317,8 @@ class ServingModel:
         """The scheduler's pool of ``capacity`` with this setup's host time per step, request
         latency, admission policy and speculative decoding; ``knobs``: the other `SchedulerConfig`
         fields."""
+        if capacity.state_slots is not None and "max_num_seqs" in knobs:  # SGLang: a state per running request
+            knobs["max_num_seqs"] = max(1, min(int(knobs["max_num_seqs"]), capacity.state_slots))
         knobs.setdefault("cpu_overhead_s", self.cpu_overhead_s)
         knobs.setdefault("request_latency_s", self.request_latency_s)
         knobs.setdefault("no_evict", self.no_evict)
@@ -345,7 +357,7 @@ def _layer_weight_bytes(a: DecoderArgs, i: int, w: float, tp: int, ep: int, attn
     attention: tp / attention_dp, each group holding its own copy; None: tp)."""
     lp = a.layer_params(i)
     at = tp if attn_tp is None else attn_tp
-    attn = a.attention_params()
+    attn = a.mixer_params(i)
     rest = lp - attn
     if a.is_moe(i):
         ex = a.experts * a.expert_params()
@@ -419,27 +431,48 @@ def build(setup: Setup) -> ServingModel:
     if setup.precision == "fp4" and not setup.gpu.peak("fp4"):
         raise InputError(f"{setup.gpu.name} has no FP4 tensor cores (Blackwell and later)", field="precision")
     kv_bytes = 1.0 if setup.kv_dtype == "fp8" else 2.0
+    if a.hybrid and (a.lin_k_heads % setup.attn_tp or a.lin_v_heads % setup.attn_tp):
+        raise InputError(f"tensor parallelism {setup.attn_tp} does not divide the {a.lin_k_heads} key and "
+                         f"{a.lin_v_heads} value heads of {model_id}'s linear-attention layers", field="tp")
+    state_bytes = LINEAR_STATE_BYTES.get(setup.engine, 2.0)
     eng = get_engine(setup.engine)  # sglang: vLLM's kernel and launch profile with its own request overhead
     dev = Device(setup.gpu, load_params())
     cpu = eng.step_host_ms_infer * 1e-3
     graph_tokens = decode_graph_tokens(setup, eng)
 
-    def layout(layers: int) -> KvLayout:
-        return kv_layout(layers=layers, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes,
-                         tp=setup.attn_tp, kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim)
+    def layout(lo: int, hi: int, extra: int = 0) -> KvLayout:
+        """Layers lo..hi-1 (and ``extra`` drafter layers of full attention)."""
+        attn = a.attention_layers(lo, hi)
+        return kv_layout(layers=attn + extra, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes,
+                         tp=setup.attn_tp, kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim,
+                         state_layers=hi - lo - attn, state_bytes_layer=linear_state_bytes(a, setup.attn_tp, state_bytes))
 
     step: StepModel | PipelineStepTime
     stages: tuple[tuple[float, KvLayout], ...] = ()
     notes: dict[str, str] = {}
+    if a.hybrid:
+        notes["linear_attention"] = (
+            f"{a.layers - a.attention_layers()} of {a.layers} layers are Gated DeltaNet linear attention: no KV cache, "
+            f"a state of {linear_state_bytes(a, setup.attn_tp, state_bytes) / 2**20:.2f} MiB per request and layer per GPU "
+            f"({'float32, SGLang --mamba-ssm-dtype' if state_bytes == 4 else '16-bit, the model dtype'}), read and "
+            "written each step a request decodes or prefills in; prefill as the chunked delta rule's FLOPs (chunks of "
+            "64 tokens); " + ("SGLang keeps the states in their own pool, 0.9 / 1.9 of the KV memory "
+                              "(--mamba-full-memory-ratio 0.9), which caps the running requests"
+                              if setup.engine == "sglang" else
+                              "one block per request in each linear-attention group of the hybrid KV cache, the "
+                              "attention blocks as large as a state (vLLM's page-size unification)")
+            + "; not calibrated: validate-serve scores this family apart, and the accuracy line's runs are of other "
+            "models")
     if pp > 1:
         last = pp - 1
         models = tuple(StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, first_layer=lo,
-                                 last_layer=hi, lm_head=s == last, host=s == last, decode_graph_tokens=graph_tokens)
+                                 last_layer=hi, lm_head=s == last, host=s == last, state_bytes=state_bytes,
+                                 decode_graph_tokens=graph_tokens)
                        for s, (lo, hi) in enumerate(bounds))
         links = boundary_links(setup.system, tp, pp, dev.params)
         step = PipelineStepTime(models, links, a.hidden)
         stages = tuple((stage_weight_bytes(a, setup.precision, tp, ep, lo, hi, embedding=s == 0, head=s == last),
-                        layout(hi - lo)) for s, (lo, hi) in enumerate(bounds))
+                        layout(lo, hi)) for s, (lo, hi) in enumerate(bounds))
         wb = max(w for w, _ in stages)
         kv = stages[0][1]
         sizes = sorted({hi - lo for lo, hi in bounds}, reverse=True)
@@ -449,18 +482,18 @@ def build(setup: Setup) -> ServingModel:
                              + ", ".join(sorted({link.text for link in links})))
     else:
         wb = weight_bytes(a, setup.precision, tp, ep, setup.attn_tp)
-        kv = layout(a.layers)
+        kv = layout(0, a.layers)
         draft = None
         if spec is not None:
             draft, draft_w, draft_layers, drafter = _drafter(a, spec, setup, tp, dev, eng, kv_bytes, kv)
             wb += draft_w
-            kv = layout(a.layers + draft_layers)
+            kv = layout(0, a.layers, draft_layers)
             notes["speculative"] = (spec.label + f"; the target verifies {spec.draft_len + 1} tokens per decoding "
                                     f"request per step, the drafter runs {spec.draft_len} sequential passes ({drafter}); "
                                     f"{spec.draft_len} lookahead KV slots per decoding request; drafter weights "
                                     f"{draft_w / 1e9:.2f} GB per GPU, its KV as {draft_layers} more layer(s)")
         step = StepModel(a, dev, eng, setup.system, tp, ep, setup.precision, kv_bytes, speculative=spec is not None,
-                         draft=draft, attn_dp=adp, decode_graph_tokens=graph_tokens)
+                         draft=draft, attn_dp=adp, state_bytes=state_bytes, decode_graph_tokens=graph_tokens)
         if adp > 1:
             notes["attention_dp"] = (
                 f"DP attention: {adp} attention groups of {setup.attn_tp} GPU(s), each with its own requests "

@@ -208,10 +208,11 @@ class _Blocks:
     def __init__(self, cfg: SchedulerConfig) -> None:
         g = cfg.groups or BlockGroups(cfg.block_size)
         self.bs, self.fg, self.sg, self.cap = g.block_size, g.full_groups, g.sliding_groups, g.sliding_blocks
+        self.fx = g.state_groups  # blocks every request holds whatever its length (its states)
 
     def one(self, n: int) -> int:
         b = (n + self.bs - 1) // self.bs
-        return self.fg * b + self.sg * min(b, self.cap)
+        return self.fg * b + self.sg * min(b, self.cap) + self.fx
 
     def tokens(self, blocks: int | np.ndarray) -> int | np.ndarray:
         """KV tokens that ``blocks`` free blocks hold (a token takes a slot in each group): SGLang
@@ -243,7 +244,7 @@ class _Blocks:
         base, hist, at_least = self._offsets(ctx)
         a, b = np.divmod(s, bs)
         more = np.where(b >= 2, at_least[np.clip(bs + 1 - b, 0, bs + 1)], 0)
-        added = self.fg * (base + n * a + n - np.where(b == 0, int(hist[0]), 0) + more) - held_sum
+        added = self.fg * (base + n * a + n - np.where(b == 0, int(hist[0]), 0) + more) + n * self.fx - held_sum
         out[on] = added[on]
         return out
 
@@ -258,10 +259,11 @@ class _Blocks:
         base, hist, at_least = self._offsets(ctx)
         zero = int(hist[0])
         ge = at_least.tolist()
+        fixed = n * self.fx - held_sum
 
         def added(s: int) -> int:
             a, b = divmod(s, bs)
-            return fg * (base + n * a + n - (zero if b == 0 else 0) + (ge[bs + 1 - b] if b >= 2 else 0)) - held_sum
+            return fg * (base + n * a + n - (zero if b == 0 else 0) + (ge[bs + 1 - b] if b >= 2 else 0)) + fixed
         return added
 
     def many(self, n: np.ndarray) -> np.ndarray:
@@ -270,7 +272,7 @@ class _Blocks:
             b = self.fg * b + self.sg * np.minimum(b, self.cap)
         elif self.fg != 1:
             b = self.fg * b
-        return b
+        return b + self.fx if self.fx else b
 
 
 _SHORT = False

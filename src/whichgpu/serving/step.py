@@ -82,6 +82,16 @@ PRECISIONS = tuple(WEIGHT_BYTES)
 ACT_BYTES = 2.0  # 16-bit activations
 
 
+def linear_state_bytes(a: DecoderArgs, attn_tp: int, value_bytes: float) -> int:
+    """One request's state in one linear-attention layer on one GPU: a dk x dv matrix per value
+    head (``value_bytes`` each) and the convolution's last width - 1 positions of q, k and v
+    (16-bit); 0 for a model without such layers."""
+    if not a.hybrid:
+        return 0
+    hv = a.lin_v_heads // attn_tp
+    return int(hv * a.lin_k_dim * a.lin_v_dim * value_bytes + a.lin_conv_dim // attn_tp * (a.lin_conv - 1) * ACT_BYTES)
+
+
 @dataclass
 class StepModel:
     """The step-time function of one serving setup (`batch.DecodeRunStepTime`)."""
@@ -110,6 +120,9 @@ class StepModel:
     """Attention data parallelism (DP attention): the ``tp`` GPUs form ``attn_dp`` groups of tp / attn_dp
     that each run attention for their own requests; this model times one group's step, its MLP or
     experts over every group's tokens (the groups step in lockstep with equal batches)."""
+    state_bytes: float = 2.0
+    """Bytes of one value of a linear-attention layer's recurrent state (vLLM: the model's dtype;
+    SGLang: float32, its ``--mamba-ssm-dtype`` default)."""
     decode_graph_tokens: float = math.inf
     """The largest decode-only step, in tokens, the engine replays from a CUDA graph (vLLM: its
     largest capture size, 512 with its defaults; SGLang: its ``cuda_graph_max_bs``); a larger one
@@ -124,6 +137,7 @@ class StepModel:
     _prefill_attn: dict[tuple[float, int, int, int, float], float] = field(default_factory=dict, init=False,
                                                                            repr=False)
     _eager: float | None = field(default=None, init=False, repr=False)
+    _state: float | None = field(default=None, init=False, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
     @property
@@ -183,7 +197,10 @@ class StepModel:
         h = a.hidden
         heads = max(1, a.heads // self.attn_tp)
         ops: list[Op] = []
-        if a.mla:
+        linear = a.is_linear(layer)
+        if linear:
+            ops += self._linear_ops(T)
+        elif a.mla:
             if a.q_lora_rank:
                 ops += [self._gemm("q_a", T, a.q_lora_rank, h), self._gemm("q_b", T, heads * a.qk_dim, a.q_lora_rank)]
             else:
@@ -192,8 +209,10 @@ class StepModel:
             ops.append(self._gemm("kv_b", T, heads * (a.qk_nope_dim + a.v_dim), a.kv_lora_rank))
         else:
             kv = max(1, a.kv_heads // self.attn_tp)
-            ops.append(self._gemm("qkv", T, (heads + 2 * kv) * a.head_dim, h))
-        ops.append(self._gemm("o", T, h, heads * a.v_dim))
+            q = heads * (2 if a.attn_gate else 1)  # a gated output: q_proj also gives the gate
+            ops.append(self._gemm("qkv", T, (q + 2 * kv) * a.head_dim, h))
+        if not linear:
+            ops.append(self._gemm("o", T, h, heads * a.v_dim))
         attn_heads = heads
         T = T * self.attn_dp  # DP attention: the MLP or experts run over every group's tokens
         gated = a.mlp_matrices == 3
@@ -223,9 +242,51 @@ class StepModel:
         # fused add + norm twice (on the group's own tokens), rotary on q and k
         rt = max(1, tokens)
         ops.append(Op("add_norm", "norm", "forward", "layer", "bf16", 0.0, 4 * rt * h * ACT_BYTES, 4 * rt * h * ACT_BYTES))
-        ops.append(Op("rotary", "pointwise", "forward", "layer", "bf16", 0.0, 2 * rt * attn_heads * a.qk_dim * ACT_BYTES,
-                      2 * rt * attn_heads * a.qk_dim * ACT_BYTES))
+        if not linear:
+            ops.append(Op("rotary", "pointwise", "forward", "layer", "bf16", 0.0,
+                          2 * rt * attn_heads * a.qk_dim * ACT_BYTES, 2 * rt * attn_heads * a.qk_dim * ACT_BYTES))
         return ops
+
+    def _linear_ops(self, tokens: int) -> list[Op]:
+        """A Gated DeltaNet layer's kernels for `tokens` tokens on one rank (heads split over the
+        attention group): the q/k/v/gate and beta/decay projections, the causal convolution, the
+        chunked delta rule (Yang et al. 2024: per chunk of C = 64 tokens, the chunk's own q k^T,
+        k k^T and WY products, and its exchange with the dk x dv state, in FLOPs per token and
+        head 2C(3dk + 2dv) + 6 dk dv; the chunk states written and read), the gated norm and the
+        output projection. The per-request state a decode step reads is `_state_s`."""
+        a, ta, T = self.args, self.attn_tp, tokens
+        hk, hv = max(1, a.lin_k_heads // ta), max(1, a.lin_v_heads // ta)
+        kd, vd, h = a.lin_k_dim, a.lin_v_dim, a.hidden
+        conv = 2 * hk * kd + hv * vd
+        chunk = 64.0
+        flops = T * hv * (2 * chunk * (3 * kd + 2 * vd) + 6 * kd * vd)
+        states = T / chunk * hv * kd * vd * self.state_bytes  # each chunk's state, written then read
+        return [self._gemm("lin.in", T, conv + hv * vd + 2 * hv, h),
+                Op("lin.conv", "pointwise", "forward", "layer", "bf16", 0.0, T * conv * ACT_BYTES, T * conv * ACT_BYTES),
+                Op("lin.delta_rule", "attention", "forward", "layer", "bf16", flops,
+                   T * (conv + 2 * hv) * ACT_BYTES + states, T * hv * vd * ACT_BYTES + states,
+                   mm=(hv, max(1, T), int(chunk), kd)),
+                Op("lin.gated_norm", "norm", "forward", "layer", "bf16", 0.0, 2 * T * hv * vd * ACT_BYTES,
+                   T * hv * vd * ACT_BYTES),
+                self._gemm("lin.out", T, h, hv * vd)]
+
+    @property
+    def _attn_layers(self) -> int:
+        """Layers of the span that attend over a KV cache (linear-attention ones do not)."""
+        lo, hi = self.layer_span
+        return self.args.attention_layers(lo, hi)
+
+    @property
+    def _state_s(self) -> float:
+        """One request's pass over its linear-attention state in every such layer of the span: the
+        dk x dv state per value head (`state_bytes` a value) and the convolution's last positions,
+        read and written once per step it decodes or prefills a chunk in."""
+        if self._state is None:
+            lo, hi = self.layer_span
+            n = (hi - lo) - self._attn_layers
+            dev = self.device
+            self._state = n * 2 * linear_state_bytes(self.args, self.attn_tp, self.state_bytes) / (dev.bw * dev.mem_ceiling)
+        return self._state
 
     def fixed_s(self, tokens: int, sampled: int) -> float:
         """Everything of a step but attention: GEMMs, elementwise, all-reduces, LM head."""
@@ -281,8 +342,7 @@ class StepModel:
         if self._rates is not None:
             return self._rates
         mem, comp, lat = self._attention_parts()
-        lo, hi = self.layer_span
-        attn_layers = hi - lo
+        attn_layers = self._attn_layers
         self._rates = (attn_layers * max(mem, comp), attn_layers * lat)
         return self._rates
 
@@ -331,8 +391,7 @@ class StepModel:
         o = Op("attention.prefill", "attention", "forward", "layer", "bf16", flops,
                tokens * heads * a.qk_dim * ACT_BYTES + ctx_sum * kv * a.qk_dim * 2 * ACT_BYTES,
                tokens * heads * a.v_dim * ACT_BYTES, mm=mm)
-        lo, hi = self.layer_span
-        return (hi - lo) * self._cost([o])
+        return self._attn_layers * self._cost([o])
 
     @property
     def eager_launch_s(self) -> float:
@@ -378,12 +437,12 @@ class StepModel:
         per_pos, lat = self._decode_rates()
         dec = per_pos * batch.decode_context_sum + (lat if batch.num_decode else 0.0)
         return (self.fixed_s(batch.num_tokens, sampled) + dec + self._prefill_attention_s(batch)
-                + self._host_per_seq_s * sampled)
+                + (self._host_per_seq_s + self._state_s) * sampled)
 
     def decode_run(self, decode_context: np.ndarray, steps: int) -> np.ndarray:
         n = int(decode_context.size)
         per_pos, lat = self._decode_rates()
-        base = self.fixed_s(n, n) + (lat if n else 0.0) + self._host_per_seq_s * n
+        base = self.fixed_s(n, n) + (lat if n else 0.0) + (self._host_per_seq_s + self._state_s) * n
         s0 = float(decode_context.sum())
         j = np.arange(steps, dtype=np.float64)
         return self._eager_floor(base + per_pos * (s0 + n * j), n)
@@ -398,11 +457,10 @@ class StepModel:
         verified = int(q.sum())
         chunks = int(batch.prefill_tokens.size)
         mem, comp, lat = self._attention_parts()
-        lo, hi = self.layer_span
-        attn = (hi - lo) * (float((ctx * np.maximum(mem, comp * q)).sum()) + lat) if ctx.size else 0.0
+        attn = self._attn_layers * (float((ctx * np.maximum(mem, comp * q)).sum()) + lat) if ctx.size else 0.0
         prefill_attn = self._prefill_attention_s(batch)
         s = (self.fixed_s(batch.num_prefill_tokens + verified, chunks + verified) + attn
-             + prefill_attn + self._host_per_seq_s * (ctx.size + chunks))
+             + prefill_attn + (self._host_per_seq_s + self._state_s) * (ctx.size + chunks))
         if not self.speculative:
             return s
         if chunks:  # the drafter also runs over the prompt chunks (its own KV, its first proposals)
@@ -438,17 +496,15 @@ class StepModel:
         chunks = int(batch.prefill_tokens.size)
         if self.draft is not None:
             return self.draft.fixed_s(batch.num_prefill_tokens, chunks) + self.draft._prefill_attention_s(batch)
-        lo, hi = self.layer_span
-        return self._head_pass(batch.num_prefill_tokens, chunks) + prefill_attention_s / (hi - lo)
+        return self._head_pass(batch.num_prefill_tokens, chunks) + prefill_attention_s / max(1, self._attn_layers)
 
     def spec_decode_run(self, num_decode: int, context_sums: np.ndarray, drafts: int) -> np.ndarray:
         """Pure-decode speculative steps (`batch.SpecRunStepTime`): every step costs the same but
         for terms linear in the summed decode context."""
         n, q = num_decode, 1 + drafts
         mem, comp, lat = self._attention_parts()
-        lo, hi = self.layer_span
-        base = self.fixed_s(n * q, n * q) + (hi - lo) * lat + self._host_per_seq_s * n
-        slope = (hi - lo) * max(mem, comp * q)
+        base = self.fixed_s(n * q, n * q) + self._attn_layers * lat + (self._host_per_seq_s + self._state_s) * n
+        slope = self._attn_layers * max(mem, comp * q)
         if self.speculative and drafts:
             pass_base, per_pos = self._draft_pass(n)
             base += drafts * pass_base

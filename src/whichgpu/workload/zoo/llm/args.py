@@ -9,7 +9,9 @@ from whichgpu.errors import CaptureError
 from whichgpu.workload.shape import ModelShape
 
 SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gptj", "falcon", "qwen3", "qwen3_moe", "gemma2",
-             "gemma3_text", "gpt_oss", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "minimax_m2")
+             "gemma3_text", "gpt_oss", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "minimax_m2",
+             "qwen3_next", "qwen3_5_moe")
+HYBRID = ("qwen3_next", "qwen3_5_moe")  # Gated DeltaNet (linear attention) layers between full-attention ones
 # MLP activations of the parallel-block families (config `activation_function` / `activation`):
 # "gelu" is erf GELU; "gelu_new" (GPT-J, as GPT-2) is the tanh approximation.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
@@ -65,6 +67,15 @@ class DecoderArgs:
     qk_nope_dim: int = 0
     qk_rope_dim: int = 0
     v_head_dim: int = 0
+    # Hybrid linear attention (Qwen3-Next, Qwen3.5: Gated DeltaNet, Yang et al. 2024, arXiv:2412.06464):
+    linear_layers: tuple[bool, ...] = ()  # per layer: Gated DeltaNet (True) or full attention; (): none
+    lin_k_heads: int = 0  # query/key heads of a linear-attention layer
+    lin_v_heads: int = 0  # value heads (each keeps a lin_k_dim x lin_v_dim state per sequence)
+    lin_k_dim: int = 0
+    lin_v_dim: int = 0
+    lin_conv: int = 0  # causal depthwise convolution width over q, k and v
+    attn_gate: bool = False  # full attention's sigmoid output gate (q_proj doubled: Qwen3-Next, Qwen3.5)
+    shared_gate: bool = False  # a sigmoid gate (hidden x 1) on the shared expert's output (Qwen2-MoE style)
 
     @property
     def head_dim(self) -> int:
@@ -95,6 +106,37 @@ class DecoderArgs:
     def is_moe(self, layer: int) -> bool:
         return bool(self.experts) and layer >= self.dense_layers
 
+    def is_linear(self, layer: int) -> bool:
+        """Whether `layer` is a Gated DeltaNet (linear attention) layer: no KV cache, a fixed state."""
+        return bool(self.linear_layers) and self.linear_layers[layer]
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether some layers are linear attention (`is_linear`)."""
+        return any(self.linear_layers)
+
+    def attention_layers(self, lo: int = 0, hi: int | None = None) -> int:
+        """Layers lo..hi-1 that attend over a KV cache (all but the linear-attention ones)."""
+        hi = self.layers if hi is None else hi
+        return sum(1 for i in range(lo, hi) if not self.is_linear(i))
+
+    @property
+    def lin_conv_dim(self) -> int:
+        """Channels of a linear-attention layer's convolution: q, k and v."""
+        return 2 * self.lin_k_heads * self.lin_k_dim + self.lin_v_heads * self.lin_v_dim
+
+    def linear_params(self) -> int:
+        """Parameters of one Gated DeltaNet layer (transformers' Qwen3NextGatedDeltaNet): the q, k, v
+        and output-gate projection, the per-head beta and decay projection, the convolution, the
+        decay's A and bias, the gated RMSNorm and the output projection."""
+        h, hv, vd = self.hidden, self.lin_v_heads, self.lin_v_heads * self.lin_v_dim
+        return h * (self.lin_conv_dim + vd) + h * 2 * hv + self.lin_conv_dim * self.lin_conv + 2 * hv \
+            + self.lin_v_dim + vd * h
+
+    def mixer_params(self, layer: int) -> int:
+        """Parameters of `layer`'s token mixer: its attention, or its linear attention."""
+        return self.linear_params() if self.is_linear(layer) else self.attention_params()
+
     def kinds(self) -> list[tuple[int, bool]]:
         """(window, routed experts) of every layer: the layers that cost alike."""
         return [(self.window(i), self.is_moe(i)) for i in range(self.layers)]
@@ -108,7 +150,7 @@ class DecoderArgs:
             kv_a = h * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.qk_nope_dim + self.v_dim)
             return q + kv_a + kv_b + heads * self.v_dim * h
-        n = h * heads * d + 2 * h * kv * d + heads * d * h
+        n = h * heads * d * (2 if self.attn_gate else 1) + 2 * h * kv * d + heads * d * h
         if self.qkv_bias:
             n += heads * d + 2 * kv * d
         if self.o_bias:
@@ -132,11 +174,11 @@ class DecoderArgs:
         if not self.is_moe(layer):
             return self.mlp_matrices * h * self.intermediate
         router = h * self.experts + (self.experts if self.moe_style == "gpt_oss" else 0)
-        shared = 3 * h * self.expert_intermediate * self.shared_experts
+        shared = 3 * h * self.expert_intermediate * self.shared_experts + (h if self.shared_gate else 0)
         return router + self.experts * self.expert_params() + shared
 
     def layer_params(self, layer: int) -> int:
-        return self.attention_params() + self.mlp_params(layer) + (4 if self.gemma else 2) * self.hidden
+        return self.mixer_params(layer) + self.mlp_params(layer) + (4 if self.gemma else 2) * self.hidden
 
     def params(self) -> tuple[int, int]:
         """(total, active) parameters of the full model, this rank's widths: the routed experts a
@@ -155,7 +197,7 @@ class DecoderArgs:
         h = self.hidden
         n = 0
         for i in range(self.layers):
-            attn = self.attention_params()
+            attn = self.mixer_params(i)
             if self.is_moe(i):
                 mlp = (self.experts_per_token + self.shared_experts) * 3 * h * self.expert_intermediate + h * self.experts
             else:
@@ -165,7 +207,7 @@ class DecoderArgs:
 
     def block_params(self) -> int:
         """Matmul weights of all blocks (every expert), this rank's."""
-        return sum(self.attention_params() + self.mlp_params(i) for i in range(self.layers))
+        return sum(self.mixer_params(i) + self.mlp_params(i) for i in range(self.layers))
 
     def kv_values(self, layer: int) -> int:
         """Values one token keeps in layer's KV cache: K and V of every K/V head; MLA: the latent
@@ -222,6 +264,9 @@ class DecoderArgs:
             parts.append("attention sinks")
         if self.qk_norm:
             parts.append("QK-norm")
+        if self.hybrid:
+            parts.append(f"Gated DeltaNet linear attention on {self.layers - self.attention_layers()} of {self.layers} "
+                         f"layers ({self.lin_v_heads} value heads, state {self.lin_k_dim}x{self.lin_v_dim})")
         return ", ".join(parts)
 
     def shape(self, kv_bytes: float | None = None) -> ModelShape:
@@ -315,6 +360,9 @@ def _falcon(cfg: dict[str, Any], path: str) -> DecoderArgs:
 
 
 def args_from_config(cfg: dict[str, Any], path: str = "config.json") -> DecoderArgs:
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and cfg.get("model_type") in HYBRID:  # Qwen3.5's vision-language wrapper
+        cfg = {**text, "model_type": cfg["model_type"]}  # its language model (the vision tower is not modelled)
     mt = cfg.get("model_type")
     if mt not in SUPPORTED:
         raise CaptureError(f"{path}: model_type {mt!r} is not a built-in decoder ({', '.join(SUPPORTED)})")
@@ -336,7 +384,8 @@ _EXPERT_KEYS = {"mixtral": ("num_local_experts", "intermediate_size"), "qwen3_mo
                 "gpt_oss": ("num_local_experts", "intermediate_size"), "minimax_m2": ("num_local_experts", "intermediate_size"),
                 "deepseek_v2": ("n_routed_experts", "moe_intermediate_size"),
                 "deepseek_v3": ("n_routed_experts", "moe_intermediate_size"),
-                "kimi_k2": ("n_routed_experts", "moe_intermediate_size"), "glm4_moe": ("n_routed_experts", "moe_intermediate_size")}
+                "kimi_k2": ("n_routed_experts", "moe_intermediate_size"), "glm4_moe": ("n_routed_experts", "moe_intermediate_size"),
+                "qwen3_next": ("num_experts", "moe_intermediate_size"), "qwen3_5_moe": ("num_experts", "moe_intermediate_size")}
 _MLA = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 _GEMMA = ("gemma2", "gemma3_text")
 _SIGMOID = ("deepseek_v3", "kimi_k2", "glm4_moe", "minimax_m2")  # sigmoid router scores
@@ -396,13 +445,16 @@ def _llama_like(cfg: dict[str, Any], mt: str, path: str) -> DecoderArgs:
     if rotary % 2 or rotary > d:
         raise CaptureError(f"{path}: the rotary part of each head ({rotary}) must be even and at most the head size {d}")
     qk_norm = ""
-    if mt in ("qwen3", "qwen3_moe", "gemma3_text") or (mt == "glm4_moe" and cfg.get("use_qk_norm")):
+    if mt in ("qwen3", "qwen3_moe", "gemma3_text", *HYBRID) or (mt == "glm4_moe" and cfg.get("use_qk_norm")):
         qk_norm = "head"
     elif mt == "minimax_m2" and cfg.get("use_qk_norm", True):
         qk_norm = "full"
     attention_bias = bool(cfg.get("attention_bias", mt == "gpt_oss"))  # transformers' defaults
+    hybrid = mt in HYBRID
+    inter = (_opt_int(cfg, "intermediate_size", path) or _req(cfg, width_key, path)) if hybrid \
+        else _req(cfg, "intermediate_size", path)  # Qwen3.5: every layer MoE, no dense width given
     a = DecoderArgs(
-        "llama", h, layers, heads, kv, _req(cfg, "intermediate_size", path),
+        "llama", h, layers, heads, kv, inter,
         _req(cfg, "vocab_size", path), int(cfg.get("max_position_embeddings") or 4096),
         bool(cfg.get("tie_word_embeddings", gemma)), mt == "qwen2" or attention_bias,
         experts, top_k, float(cfg.get("rms_norm_eps") or (1e-6 if gemma else 1e-5)),
@@ -422,6 +474,35 @@ def _llama_like(cfg: dict[str, Any], mt: str, path: str) -> DecoderArgs:
                     kv_lora_rank=_req(cfg, "kv_lora_rank", path), qk_nope_dim=_req(cfg, "qk_nope_head_dim", path),
                     qk_rope_dim=_req(cfg, "qk_rope_head_dim", path), v_head_dim=_req(cfg, "v_head_dim", path),
                     head_dim_override=_req(cfg, "v_head_dim", path))
+    if hybrid:
+        a = _hybrid(cfg, a, path)
     if a.dense_layers > layers:
         raise CaptureError(f"{path}: first_k_dense_replace {a.dense_layers} exceeds the {layers} layers")
     return a
+
+
+def _hybrid(cfg: dict[str, Any], a: DecoderArgs, path: str) -> DecoderArgs:
+    """Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every
+    `full_attention_interval` (or as `layer_types` lists them), gated attention output, one shared
+    expert of `shared_expert_intermediate_size` beside the routed ones."""
+    types = cfg.get("layer_types")
+    if types:
+        if len(types) != a.layers or any(t not in ("linear_attention", "full_attention") for t in types):
+            raise CaptureError(f"{path}: layer_types must list 'linear_attention' or 'full_attention' for each of the "
+                               f"{a.layers} layers")
+        linear = tuple(t == "linear_attention" for t in types)
+    else:
+        every = int(cfg.get("full_attention_interval") or 4)
+        linear = tuple((i + 1) % every != 0 for i in range(a.layers))
+    if cfg.get("mlp_only_layers") or int(cfg.get("decoder_sparse_step") or 1) != 1:
+        raise CaptureError(f"{path}: dense-MLP layers between the MoE ones (mlp_only_layers, decoder_sparse_step) "
+                           "are not built for this model type")
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if shared % a.expert_intermediate:
+        raise CaptureError(f"{path}: shared_expert_intermediate_size {shared} is not a multiple of the expert width "
+                           f"{a.expert_intermediate}")
+    return replace(a, linear_layers=linear, lin_k_heads=_req(cfg, "linear_num_key_heads", path),
+                   lin_v_heads=_req(cfg, "linear_num_value_heads", path), lin_k_dim=_req(cfg, "linear_key_head_dim", path),
+                   lin_v_dim=_req(cfg, "linear_value_head_dim", path), lin_conv=_req(cfg, "linear_conv_kernel_dim", path),
+                   attn_gate=bool(cfg.get("attn_output_gate", True)), shared_experts=shared // a.expert_intermediate,
+                   shared_gate=bool(shared))
