@@ -207,19 +207,24 @@ class KvCapacity:
     then the vLLM-style share of the total that gives the same KV bytes."""
 
 
+def _group_size(a: int, b: int) -> int:
+    """Layers per group of two kinds of layers (counts a and b): vLLM pads to the larger count when
+    they are close, else takes the smaller."""
+    lo, hi = sorted((a, b))
+    return hi if hi < 1.5 * lo else lo
+
+
 def _groups(layout: KvLayout, block_size: int) -> tuple[BlockGroups, int]:
     """(block groups, layers per group) as vLLM's hybrid KV-cache manager forms them."""
-    if layout.state_layers:  # attention groups and state groups of equal size, as sliding ones
-        lo, hi = sorted((layout.full_layers, layout.state_layers))
-        gs = hi if hi < 1.5 * lo else lo
+    if layout.state_layers:  # attention groups and linear-attention (state) groups
+        gs = _group_size(layout.full_layers, layout.state_layers)
         return BlockGroups(block_size, -(-layout.full_layers // gs), state_groups=-(-layout.state_layers // gs)), gs
     if not layout.sliding_layers or not layout.full_layers:
         gs = layout.layers
         if layout.sliding_layers:  # every layer sliding: one sliding group
             return BlockGroups(block_size, 0, 1, -(-layout.sliding_window // block_size) + 1), gs
         return BlockGroups(block_size), gs
-    lo, hi = sorted((layout.full_layers, layout.sliding_layers))
-    gs = hi if hi < 1.5 * lo else lo  # vLLM pads to the larger count when they are close
+    gs = _group_size(layout.full_layers, layout.sliding_layers)
     return BlockGroups(block_size, -(-layout.full_layers // gs), -(-layout.sliding_layers // gs),
                        -(-layout.sliding_window // block_size) + 1), gs
 
