@@ -95,7 +95,9 @@ def test_sglang_gives_the_states_their_own_pool() -> None:
                             layout=layout, max_seq_len=8192, gpu_memory_utilization=0.9, non_torch_bytes=0, tp=8,
                             state_pool_share=share)
     kv = int(0.9 * 140 * GiB - 50 * GiB)
-    assert cap.state_slots == int(kv * share // (45 * 1_000_000))
+    assert cap.state_slots == int(kv * share) // (45 * 1_000_000)
+    assert cap.state_pool_bytes == int(kv * share) and cap.state_bytes_per_request == 45 * 1_000_000
+    assert cap.max_concurrency <= cap.state_slots  # a request runs only with a state
     assert cap.block_size == 16 and cap.groups.state_groups == 0
     assert cap.num_blocks == int(kv * (1 - share)) // (16 * 1024) // 15
     # the scheduler never runs more requests than the pool has states for
@@ -188,3 +190,5 @@ def test_the_planner_and_the_pytorch_zoo_refuse_in_one_line() -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["kv_cache_tokens"] > 0 and doc["ttft_ms"]["mean"] > 0
+    assert doc["memory"]["linear_state_mb_per_request"] == pytest.approx(45 * 271_360 / 1e6)
+    assert doc["memory"]["state_slots"] is None  # vLLM: states in the blocks, no pool

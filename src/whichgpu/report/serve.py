@@ -128,7 +128,8 @@ def _memory_doc(rep: ServeReport) -> dict[str, Any]:
             "non_torch_gb": cap.non_torch_bytes / GB, "kv_cache_gb": cap.kv_cache_bytes / GB,
             "kv_blocks": cap.num_blocks, "kv_cache_tokens": cap.num_tokens, "max_seq_len": cap.max_seq_len,
             "max_concurrency": cap.max_concurrency, "peak_blocks_used": rep.result.peak_blocks_used,
-            "notes": list(cap.notes)}
+            "linear_state_mb_per_request": cap.state_bytes_per_request / 1e6, "state_pool_gb": cap.state_pool_bytes / GB,
+            "state_slots": cap.state_slots, "notes": list(cap.notes)}
 
 
 def _slo_doc(rep: ServeReport) -> dict[str, Any] | None:
@@ -323,6 +324,11 @@ def print_serve(rep: ServeReport) -> None:
                       (f"max concurrency at {cap.max_seq_len:,} tokens", f"{cap.max_concurrency:.1f}"),
                       ("peak blocks used", f"{r.peak_blocks_used:,} ({r.peak_blocks_used / max(1, cap.num_blocks):.0%})")):
         m.add_row(name, val)
+    if cap.state_bytes_per_request:
+        m.add_row("linear-attention state per request", f"{cap.state_bytes_per_request / 1e6:.1f} MB"
+                  + (f" ({cap.groups.state_groups} blocks)" if cap.groups.state_groups else ""))
+    if cap.state_slots is not None:
+        m.add_row("linear-attention state pool", f"{cap.state_pool_bytes / GB:.2f} GB: {cap.state_slots:,} requests")
     console.print(m)
     t = compact_table("throughput")
     for col in ("", "requests/s", "output tokens/s", "total tokens/s"):

@@ -201,6 +201,10 @@ class KvCapacity:
     state_slots: int | None = None
     """SGLang with linear-attention layers: requests whose states its state pool holds, which caps
     the requests running at once; None: no such pool."""
+    state_bytes_per_request: int = 0
+    """One request's linear-attention states over this GPU's layers (0: no such layers)."""
+    state_pool_bytes: int = 0
+    """SGLang: the bytes of its state pool, beside `kv_cache_bytes` (0: no such pool)."""
     engine_fraction: float | None = None
     """The engine's own memory fraction where its accounting is not vLLM's (SGLang's
     mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction); `gpu_memory_utilization` is
@@ -271,8 +275,11 @@ def kv_cache_capacity(*, total_memory_bytes: int, weight_bytes: int, activation_
     non_kv = weight_bytes + activation_peak_bytes + non_torch + graphs
     kv_bytes = int(requested - non_kv)  # vLLM: int(requested_memory - non_kv_cache_memory)
     slots = None
+    per_state = layout.state_bytes_layer * layout.state_layers
+    pool = 0
     if layout.state_layers and state_pool_share:  # SGLang: a pool of states beside the token pool
-        slots = int(max(kv_bytes, 0) * state_pool_share // (layout.state_bytes_layer * layout.state_layers))
+        pool = int(max(kv_bytes, 0) * state_pool_share)
+        slots = pool // per_state
         kv_bytes = int(kv_bytes * (1.0 - state_pool_share))
         layout = replace(layout, state_layers=0, state_bytes_layer=0)
     elif layout.state_layers:  # vLLM: attention pages as large as a state's
@@ -294,7 +301,7 @@ def kv_cache_capacity(*, total_memory_bytes: int, weight_bytes: int, activation_
             f"one request of {max_seq_len} tokens needs {per_request} KV blocks "
             f"({per_request * bytes_per_block / GiB:.2f} GiB) but only {num_blocks} fit "
             f"({kv_bytes / GiB:.2f} GiB after {terms}); the longest that fits is {longest} tokens")
-    concurrency = num_blocks / per_request
+    concurrency = num_blocks / per_request if slots is None else min(num_blocks / per_request, slots)
     uniform = not layout.sliding_layers and not layout.state_layers
     tokens = num_blocks * block_size if uniform else int(concurrency * max_seq_len)
     headroom = total_memory_bytes - requested - (0 if cuda_graphs_in_budget else cuda_graph_bytes)
@@ -317,7 +324,7 @@ def kv_cache_capacity(*, total_memory_bytes: int, weight_bytes: int, activation_
     return KvCapacity(total_memory_bytes, gpu_memory_utilization, requested, weight_bytes, activation_peak_bytes,
                       non_torch, cuda_graph_bytes, cuda_graphs_in_budget, kv_bytes, block_size, bytes_per_block,
                       num_blocks, tokens, max_seq_len, per_request, concurrency, groups, headroom, tuple(notes),
-                      state_slots=slots)
+                      state_slots=slots, state_bytes_per_request=per_state, state_pool_bytes=pool)
 
 
 def _longest_fitting(groups: BlockGroups, num_blocks: int) -> int:
