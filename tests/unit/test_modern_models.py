@@ -55,6 +55,7 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "glm-4.5": (355e9, 0.01, "GLM-4.5 README: 355 billion total, 32 billion active"),
     "glm-4.5-air": (106e9, 0.01, "GLM-4.5 README: 106 billion total, 12 billion active"),
     "minimax-m2": (230e9, 0.01, "MiniMax-M2 model card: 230 billion total, 10 billion active"),
+    "glm-5": (744e9, 0.005, "GLM-5: 744B total, 40B active (the MTP layer not built)"),
     "qwen3.5-397b-a17b": (397e9, 0.005, "Qwen3.5-397B-A17B: 397B total, 17B activated (its name; the vision "
                                         "tower and the MTP layer are not built)"),
 }

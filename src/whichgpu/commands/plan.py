@@ -156,7 +156,7 @@ def plan_run(
 ) -> PlanRun:
     """The layout search `whichgpu plan` shows (and the web app serves); flags as the command's, by
     their parameter names (`export` and `out` are only checked here)."""
-    from whichgpu.parallel.models import planner_model, refuse_linear_attention
+    from whichgpu.parallel.models import planner_model, refuse_serving_only
     from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
     from whichgpu.parallel.planner import ATTENTIONS, GRAD_DTYPES, Context, Job
     from whichgpu.parallel.search import Fixed, search
@@ -189,7 +189,7 @@ def plan_run(
 
             raise UnknownNameError("export format", export, FORMATS, field="export")
     model_id, args, default_seq = planner_model(model)
-    refuse_linear_attention(model_id, args, "the parallel planner")
+    refuse_serving_only(model_id, args, "the parallel planner")
     named = get_system(catalog, system)
     g = get_catalog(catalog).get(gpu_names(gpu, named))
     sys_ = system_for(g, named, catalog)

@@ -60,8 +60,8 @@ def decoder(model: str) -> tuple[str, DecoderArgs] | str:
         model_id, args, _ = planner_model(model)
     except WhichGPUError:
         return f"the parallel planner lays out decoder-only LLMs (a zoo LLM or a config.json); {model} is not one"
-    if args.hybrid:
-        return f"the parallel planner does not model the linear-attention (Gated DeltaNet) layers of {model_id} yet"
+    if args.serving_only:
+        return f"the parallel planner does not model the {args.serving_only} of {model_id} yet"
     return model_id, args
 
 

@@ -45,9 +45,10 @@ def planner_model(name: str) -> tuple[str, DecoderArgs, int | None]:
     return entry.id, a, entry.default_seq_len
 
 
-def refuse_linear_attention(model_id: str, a: DecoderArgs, what: str) -> None:
-    """InputError where `what` (a part that lays out or builds every layer as attention) meets a
-    hybrid model's Gated DeltaNet layers, instead of a silent wrong number."""
-    if a.hybrid:
-        raise InputError(f"{model_id} has linear-attention (Gated DeltaNet) layers, which {what} does not model yet; "
+def refuse_serving_only(model_id: str, a: DecoderArgs, what: str) -> None:
+    """InputError where `what` (a part that lays out or builds every layer as plain attention)
+    meets what only the serving model models (`DecoderArgs.serving_only`), instead of a silent
+    wrong number."""
+    if a.serving_only:
+        raise InputError(f"{model_id} has {a.serving_only}, which {what} does not model yet; "
                          "`whichgpu serve` and `recommend --use-case llm-serving` do", field="model")

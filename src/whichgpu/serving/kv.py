@@ -107,12 +107,14 @@ class KvLayout:
 
 def kv_layout(*, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float, tp: int = 1,
               sliding_layers: int = 0, sliding_window: int = 0, kv_lora_rank: int = 0,
-              qk_rope_head_dim: int = 0, state_layers: int = 0, state_bytes_layer: int = 0) -> KvLayout:
+              qk_rope_head_dim: int = 0, state_layers: int = 0, state_bytes_layer: int = 0,
+              index_bytes: int = 0) -> KvLayout:
     """The per-GPU KV layout of a decoder.
 
     ``layers`` counts every attention layer (``sliding_layers`` of them use a window). With
     ``kv_lora_rank`` set (MLA) ``kv_heads``/``head_dim`` are ignored: each layer caches one latent
-    of ``kv_lora_rank + qk_rope_head_dim`` values on every TP rank.
+    of ``kv_lora_rank + qk_rope_head_dim`` values on every TP rank; ``index_bytes``: DeepSeek sparse
+    attention's indexer key per token and layer (FP8 values and their scale), beside it.
     """
     for name, v in (("layers", layers), ("tp", tp)):
         if v < 1:
@@ -136,7 +138,7 @@ def kv_layout(*, layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: floa
         if kv_heads % tp and tp % kv_heads:
             raise InputError(f"tp {tp} must divide the {kv_heads} KV heads or be a multiple of them", field="tp")
         values = 2 * max(1, kv_heads // tp) * head_dim  # K and V; replicated when tp > kv_heads
-    per_layer = values * kv_dtype_bytes
+    per_layer = values * kv_dtype_bytes + index_bytes
     if per_layer != int(per_layer):
         raise InputError(f"KV bytes per token per layer must be whole, got {per_layer}", field="kv_dtype_bytes")
     if state_layers and (state_bytes_layer < 1 or sliding_layers):

@@ -388,6 +388,12 @@ def stage_weight_bytes(a: DecoderArgs, precision: str, tp: int, ep: int, first: 
     return layers + tables * a.vocab * a.hidden / tp * ACT_BYTES
 
 
+def _sglang_fp8_dsa(setup: Setup, a: DecoderArgs) -> bool:
+    """SGLang's default KV cache for DeepSeek sparse attention on Blackwell is FP8 (its NSA
+    backend's default: FlashMLA's FP8 cache for decode; 16 bits on Hopper), where --kv-dtype is auto."""
+    return setup.kv_dtype == "auto" and a.dsa and setup.engine == "sglang" and setup.gpu.architecture == "blackwell"
+
+
 def build(setup: Setup) -> ServingModel:
     """The serving model of `setup`; a bad combination is a one-line InputError."""
     if setup.precision not in PRECISIONS:
@@ -403,6 +409,9 @@ def build(setup: Setup) -> ServingModel:
     model_id, a, _ = planner_model(setup.model)
     tp, ep, pp, spec = setup.tp, setup.ep, setup.pp, setup.spec
     bounds = stage_layers(a.layers, pp)  # validates pp
+    if spec is not None and a.dsa:
+        raise InputError(f"speculative decoding with the sparse attention of {model_id} is not modelled; leave "
+                         "--spec-draft-len out", field="spec_draft_len")
     if spec is not None and pp > 1:
         raise InputError("speculative decoding with pipeline parallelism is not modelled; give one of them",
                          field="pp")
@@ -430,7 +439,7 @@ def build(setup: Setup) -> ServingModel:
                          "--attention-dp 1", field="attention_dp")
     if setup.precision == "fp4" and not setup.gpu.peak("fp4"):
         raise InputError(f"{setup.gpu.name} has no FP4 tensor cores (Blackwell and later)", field="precision")
-    kv_bytes = 1.0 if setup.kv_dtype == "fp8" else 2.0
+    kv_bytes = 1.0 if setup.kv_dtype == "fp8" or _sglang_fp8_dsa(setup, a) else 2.0
     if a.hybrid and (a.lin_k_heads % setup.attn_tp or a.lin_v_heads % setup.attn_tp):
         raise InputError(f"tensor parallelism {setup.attn_tp} does not divide the {a.lin_k_heads} key and "
                          f"{a.lin_v_heads} value heads of {model_id}'s linear-attention layers", field="tp")
@@ -445,11 +454,20 @@ def build(setup: Setup) -> ServingModel:
         attn = a.attention_layers(lo, hi)
         return kv_layout(layers=attn + extra, kv_heads=a.kv_heads, head_dim=a.head_dim, kv_dtype_bytes=kv_bytes,
                          tp=setup.attn_tp, kv_lora_rank=a.kv_lora_rank, qk_rope_head_dim=a.qk_rope_dim,
-                         state_layers=hi - lo - attn, state_bytes_layer=linear_state_bytes(a, setup.attn_tp, state_bytes))
+                         state_layers=hi - lo - attn, state_bytes_layer=linear_state_bytes(a, setup.attn_tp, state_bytes),
+                         index_bytes=a.index_dim + 4 if a.dsa else 0)
 
     step: StepModel | PipelineStepTime
     stages: tuple[tuple[float, KvLayout], ...] = ()
     notes: dict[str, str] = {}
+    if a.dsa:
+        notes["sparse_attention"] = (
+            f"DeepSeek sparse attention: each query's MLA over the {a.index_topk:,} keys a lightning indexer picks "
+            f"({a.index_heads} heads of {a.index_dim}, FP8, replicated on every GPU) scoring every earlier key; "
+            f"its keys cached beside the latent ({a.index_dim + 4} bytes a token and layer)"
+            + ("; SGLang's NSA default on Blackwell: an FP8 KV cache" if _sglang_fp8_dsa(setup, a) else "")
+            + "; not calibrated: "
+            "validate-serve scores this family apart, and the accuracy line's runs are of other models")
     if a.hybrid:
         notes["linear_attention"] = (
             f"{a.layers - a.attention_layers()} of {a.layers} layers are Gated DeltaNet linear attention: no KV cache, "

@@ -92,6 +92,32 @@ def linear_state_bytes(a: DecoderArgs, attn_tp: int, value_bytes: float) -> int:
     return int(hv * a.lin_k_dim * a.lin_v_dim * value_bytes + a.lin_conv_dim // attn_tp * (a.lin_conv - 1) * ACT_BYTES)
 
 
+def sparse_pairs(batch: StepBatch, topk: int) -> float:
+    """Query x key pairs of the prefill chunks under DeepSeek sparse attention: the query at
+    position q (1-based) attends to min(q, topk) keys."""
+    total = 0
+    for t, c in zip(batch.prefill_tokens.tolist(), batch.prefill_context.tolist()):
+        lo, hi = c - t + 1, c  # the chunk's query positions
+        if hi <= topk:
+            total += (lo + hi) * t // 2
+        elif lo > topk:
+            total += topk * t
+        else:
+            total += (lo + topk) * (topk - lo + 1) // 2 + topk * (hi - topk)
+    return float(total)
+
+
+def capped_sums(context: np.ndarray, steps: int, cap: int) -> np.ndarray:
+    """For j in 0..steps-1: the sum over requests of min(context + j, cap) (decode contexts one
+    token longer each step), in O((requests + steps) log requests)."""
+    c = np.sort(np.asarray(context, dtype=np.int64))
+    prefix = np.concatenate(([0], np.cumsum(c)))
+    j = np.arange(steps, dtype=np.int64)
+    below = np.searchsorted(c, cap - j, side="left")  # requests with context + j < cap
+    out: np.ndarray = (prefix[below] + below * j + (c.size - below) * cap).astype(np.float64)
+    return out
+
+
 @dataclass
 class StepModel:
     """The step-time function of one serving setup (`batch.DecodeRunStepTime`)."""
@@ -134,8 +160,8 @@ class StepModel:
     _rates: tuple[float, float] | None = field(default=None, init=False, repr=False)
     _head_passes: dict[tuple[int, int], float] = field(default_factory=dict, init=False, repr=False)
     _parts: tuple[float, float, float] | None = field(default=None, init=False, repr=False)
-    _prefill_attn: dict[tuple[float, int, int, int, float], float] = field(default_factory=dict, init=False,
-                                                                           repr=False)
+    _prefill_attn: dict[tuple[float, int, int, int, float, float], float] = field(default_factory=dict, init=False,
+                                                                                  repr=False)
     _eager: float | None = field(default=None, init=False, repr=False)
     _state: float | None = field(default=None, init=False, repr=False)
 
@@ -207,6 +233,15 @@ class StepModel:
                 ops.append(self._gemm("q", T, heads * a.qk_dim, h))
             ops.append(self._gemm("kv_a", T, a.kv_lora_rank + a.qk_rope_dim, h))
             ops.append(self._gemm("kv_b", T, heads * (a.qk_nope_dim + a.v_dim), a.kv_lora_rank))
+            if a.dsa:  # the lightning indexer, replicated on every GPU: its query, key and head weights,
+                # the rotary and FP8 quantisation of its query and key (the key stored in its cache),
+                # and the top-k selection of each token's keys
+                ops += [self._gemm("index.q", T, a.index_heads * a.index_dim, a.q_lora_rank),
+                        self._gemm("index.k", T, a.index_dim + a.index_heads, h),
+                        Op("index.rope_quant", "pointwise", "forward", "layer", "bf16", 0.0,
+                           T * (a.index_heads + 1) * a.index_dim * ACT_BYTES, T * (a.index_heads + 1) * a.index_dim),
+                        Op("index.topk", "reduction", "forward", "layer", "bf16", 0.0, T * a.index_topk * 4.0,
+                           T * a.index_topk * 4.0)]
         else:
             kv = max(1, a.kv_heads // self.attn_tp)
             q = heads * (2 if a.attn_gate else 1)  # a gated output: q_proj also gives the gate
@@ -338,13 +373,35 @@ class StepModel:
 
     def _decode_rates(self) -> tuple[float, float]:
         """(seconds per cached position read by decode attention over all layers, per-step
-        latency of the attention kernels)."""
+        latency of the attention kernels). DSA: the indexer's pass over every cached key; its
+        attention over at most index_topk of them is `_sparse_rate`."""
         if self._rates is not None:
             return self._rates
-        mem, comp, lat = self._attention_parts()
+        mem, comp, lat = self._indexer_parts() if self.args.dsa else self._attention_parts()
         attn_layers = self._attn_layers
-        self._rates = (attn_layers * max(mem, comp), attn_layers * lat)
+        self._rates = (attn_layers * max(mem, comp), attn_layers * lat * (2 if self.args.dsa else 1))
         return self._rates
+
+    @property
+    def _sparse_rate(self) -> float:
+        """DSA: seconds per key its attention reads (at most index_topk per request), over all
+        layers; 0 for dense attention."""
+        if not self.args.dsa:
+            return 0.0
+        mem, comp, _ = self._attention_parts()
+        return self._attn_layers * max(mem, comp)
+
+    def _indexer_parts(self) -> tuple[float, float, float]:
+        """DSA's lightning indexer in one layer, per cached key: (memory seconds: its FP8 key and
+        scale, compute seconds: index_heads dot products of index_dim in FP8) and its latency."""
+        a, dev = self.args, self.device
+        rate = dev.rate("fp8" if dev.spec.peak("fp8") else "bf16")
+        return ((a.index_dim + 4) / (dev.bw * dev.mem_ceiling),
+                2.0 * a.index_heads * a.index_dim / (rate.flops * rate.ceiling), self._launch_s)
+
+    def _sparse_keys(self, context: np.ndarray) -> float:
+        """Keys DSA's attention reads for decode requests of these contexts: min(context, topk) each."""
+        return float(np.minimum(context, self.args.index_topk).sum()) if self.args.dsa else 0.0
 
     def _attention_parts(self) -> tuple[float, float, float]:
         """Decode attention of one layer: (memory seconds, compute seconds for one query token) per
@@ -374,17 +431,31 @@ class StepModel:
         ctx = batch.prefill_context_max
         chunks = int(batch.prefill_tokens.size)
         ctx_sum = float(batch.prefill_context_sum)
-        key = (pairs, tokens, ctx, chunks, ctx_sum)  # all the op depends on: fixed lengths repeat them
+        sparse = sparse_pairs(batch, self.args.index_topk) if self.args.dsa else 0.0
+        key = (pairs, tokens, ctx, chunks, ctx_sum, sparse)  # all the op depends on: fixed lengths repeat them
         got = self._prefill_attn.get(key)
         if got is None:
             if len(self._prefill_attn) >= 65_536:  # sampled lengths rarely repeat: bound the memory
                 self._prefill_attn.clear()
-            got = self._prefill_attn[key] = self._prefill_attention_cost(pairs, tokens, ctx, chunks, ctx_sum)
+            got = self._prefill_attn[key] = self._prefill_attention_cost(pairs, tokens, ctx, chunks, ctx_sum, sparse)
         return got
 
-    def _prefill_attention_cost(self, pairs: float, tokens: int, ctx: int, chunks: int, ctx_sum: float) -> float:
+    def _prefill_attention_cost(self, pairs: float, tokens: int, ctx: int, chunks: int, ctx_sum: float,
+                                sparse_pairs: float = 0.0) -> float:
         a, t = self.args, self.attn_tp
         heads = max(1, a.heads // t)
+        if a.dsa:  # the indexer scores every causal pair; MLA runs on the topk picked, in the latent
+            idx = Op("index.prefill", "attention", "forward", "layer", "fp8" if self.device.spec.peak("fp8") else "bf16",
+                     2.0 * pairs * a.index_heads * a.index_dim, tokens * a.index_heads * a.index_dim + ctx_sum * a.index_dim,
+                     tokens * a.index_topk * 4.0, mm=(chunks, max(1, tokens // chunks) * a.index_heads, max(1, ctx),
+                                                     a.index_dim))
+            latent = a.kv_lora_rank + a.qk_rope_dim
+            o = Op("attention.sparse", "attention", "forward", "layer", "bf16",
+                   2.0 * sparse_pairs * heads * (latent + a.kv_lora_rank),
+                   tokens * heads * latent * ACT_BYTES + sparse_pairs * latent * self.kv_bytes / max(1, heads),
+                   tokens * heads * a.kv_lora_rank * ACT_BYTES,
+                   mm=(chunks, max(1, tokens // chunks) * heads, min(max(1, ctx), a.index_topk), latent))
+            return self._attn_layers * self._cost([idx, o])
         flops = 2.0 * pairs * heads * (a.qk_dim + a.v_dim)
         kv = heads if a.mla else max(1, a.kv_heads // t)
         mm = (chunks * kv, max(1, tokens // chunks) * max(1, heads // kv), max(1, ctx), a.qk_dim)
@@ -436,6 +507,8 @@ class StepModel:
         sampled = batch.num_decode + int(batch.prefill_tokens.size)
         per_pos, lat = self._decode_rates()
         dec = per_pos * batch.decode_context_sum + (lat if batch.num_decode else 0.0)
+        if self.args.dsa and batch.num_decode:
+            dec += self._sparse_rate * self._sparse_keys(batch.decode_context)
         return (self.fixed_s(batch.num_tokens, sampled) + dec + self._prefill_attention_s(batch)
                 + (self._host_per_seq_s + self._state_s) * sampled)
 
@@ -445,7 +518,10 @@ class StepModel:
         base = self.fixed_s(n, n) + (lat if n else 0.0) + (self._host_per_seq_s + self._state_s) * n
         s0 = float(decode_context.sum())
         j = np.arange(steps, dtype=np.float64)
-        return self._eager_floor(base + per_pos * (s0 + n * j), n)
+        times = base + per_pos * (s0 + n * j)
+        if self.args.dsa and n:
+            times += self._sparse_rate * capped_sums(decode_context, steps, self.args.index_topk)
+        return self._eager_floor(times, n)
 
     # ---- speculative decoding ---------------------------------------------------------------
     def _spec_step(self, batch: StepBatch, drafts: np.ndarray) -> float:

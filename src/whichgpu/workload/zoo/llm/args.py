@@ -10,7 +10,7 @@ from whichgpu.workload.shape import ModelShape
 
 SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gptj", "falcon", "qwen3", "qwen3_moe", "gemma2",
              "gemma3_text", "gpt_oss", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "minimax_m2",
-             "qwen3_next", "qwen3_5_moe")
+             "qwen3_next", "qwen3_5_moe", "glm_moe_dsa", "deepseek_v32")
 HYBRID = ("qwen3_next", "qwen3_5_moe")  # Gated DeltaNet (linear attention) layers between full-attention ones
 # MLP activations of the parallel-block families (config `activation_function` / `activation`):
 # "gelu" is erf GELU; "gelu_new" (GPT-J, as GPT-2) is the tanh approximation.
@@ -76,6 +76,11 @@ class DecoderArgs:
     lin_conv: int = 0  # causal depthwise convolution width over q, k and v
     attn_gate: bool = False  # full attention's sigmoid output gate (q_proj doubled: Qwen3-Next, Qwen3.5)
     shared_gate: bool = False  # a sigmoid gate (hidden x 1) on the shared expert's output (Qwen2-MoE style)
+    # DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5): MLA over the index_topk keys a lightning
+    # indexer picks, the indexer scoring every earlier key with index_heads heads of index_dim.
+    index_heads: int = 0
+    index_dim: int = 0
+    index_topk: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -109,6 +114,27 @@ class DecoderArgs:
     def is_linear(self, layer: int) -> bool:
         """Whether `layer` is a Gated DeltaNet (linear attention) layer: no KV cache, a fixed state."""
         return bool(self.linear_layers) and self.linear_layers[layer]
+
+    @property
+    def dsa(self) -> bool:
+        """DeepSeek sparse attention (`index_topk` keys per query, picked by the indexer)."""
+        return self.index_topk > 0
+
+    def indexer_params(self) -> int:
+        """The lightning indexer of one DSA layer: its query projection from the query latent, its
+        key projection and LayerNorm, and the per-head weights projection."""
+        if not self.dsa:
+            return 0
+        return self.q_lora_rank * self.index_heads * self.index_dim + self.hidden * self.index_dim \
+            + 2 * self.index_dim + self.hidden * self.index_heads
+
+    @property
+    def serving_only(self) -> str:
+        """What only the serving model models in this decoder ("" when the planner and the PyTorch
+        zoo build it all): linear-attention layers, DeepSeek sparse attention."""
+        if self.hybrid:
+            return "linear-attention (Gated DeltaNet) layers"
+        return "DeepSeek sparse attention (its lightning indexer)" if self.dsa else ""
 
     @property
     def hybrid(self) -> bool:
@@ -149,7 +175,7 @@ class DecoderArgs:
                  if self.q_lora_rank else h * heads * self.qk_dim)
             kv_a = h * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * heads * (self.qk_nope_dim + self.v_dim)
-            return q + kv_a + kv_b + heads * self.v_dim * h
+            return q + kv_a + kv_b + heads * self.v_dim * h + self.indexer_params()
         n = h * heads * d * (2 if self.attn_gate else 1) + 2 * h * kv * d + heads * d * h
         if self.qkv_bias:
             n += heads * d + 2 * kv * d
@@ -385,10 +411,12 @@ _EXPERT_KEYS = {"mixtral": ("num_local_experts", "intermediate_size"), "qwen3_mo
                 "deepseek_v2": ("n_routed_experts", "moe_intermediate_size"),
                 "deepseek_v3": ("n_routed_experts", "moe_intermediate_size"),
                 "kimi_k2": ("n_routed_experts", "moe_intermediate_size"), "glm4_moe": ("n_routed_experts", "moe_intermediate_size"),
-                "qwen3_next": ("num_experts", "moe_intermediate_size"), "qwen3_5_moe": ("num_experts", "moe_intermediate_size")}
-_MLA = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+                "qwen3_next": ("num_experts", "moe_intermediate_size"), "qwen3_5_moe": ("num_experts", "moe_intermediate_size"),
+                "glm_moe_dsa": ("n_routed_experts", "moe_intermediate_size"),
+                "deepseek_v32": ("n_routed_experts", "moe_intermediate_size")}
+_MLA = ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa", "deepseek_v32")
 _GEMMA = ("gemma2", "gemma3_text")
-_SIGMOID = ("deepseek_v3", "kimi_k2", "glm4_moe", "minimax_m2")  # sigmoid router scores
+_SIGMOID = ("deepseek_v3", "kimi_k2", "glm4_moe", "minimax_m2", "glm_moe_dsa", "deepseek_v32")  # sigmoid router scores
 
 
 def _layer_windows(cfg: dict[str, Any], mt: str, layers: int, path: str) -> tuple[int, ...]:
@@ -474,6 +502,9 @@ def _llama_like(cfg: dict[str, Any], mt: str, path: str) -> DecoderArgs:
                     kv_lora_rank=_req(cfg, "kv_lora_rank", path), qk_nope_dim=_req(cfg, "qk_nope_head_dim", path),
                     qk_rope_dim=_req(cfg, "qk_rope_head_dim", path), v_head_dim=_req(cfg, "v_head_dim", path),
                     head_dim_override=_req(cfg, "v_head_dim", path))
+        if cfg.get("index_topk"):  # DSA
+            a = replace(a, index_heads=_req(cfg, "index_n_heads", path), index_dim=_req(cfg, "index_head_dim", path),
+                        index_topk=_req(cfg, "index_topk", path))
     if hybrid:
         a = _hybrid(cfg, a, path)
     if a.dense_layers > layers:

@@ -81,10 +81,10 @@ def _routing_note(a: DecoderArgs, tokens: int) -> str:
 
 
 def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -> Built:
-    if a.hybrid:
-        raise InputError("models with linear-attention (Gated DeltaNet) layers are not built in PyTorch yet, so fit, "
-                         "predict and train cannot trace them; `whichgpu serve` and `recommend --use-case llm-serving` "
-                         "model them", field="model")
+    if a.serving_only:
+        raise InputError(f"models with {a.serving_only} are not built in PyTorch yet, so fit, predict and train "
+                         "cannot trace them; `whichgpu serve` and `recommend --use-case llm-serving` model them",
+                         field="model")
     b = req.batch_size
     if b <= 0:
         raise InputError(f"batch size must be > 0, got {b}", field="batch_size")
