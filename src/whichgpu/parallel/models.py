@@ -51,4 +51,4 @@ def refuse_serving_only(model_id: str, a: DecoderArgs, what: str) -> None:
     wrong number."""
     if a.serving_only:
         raise InputError(f"{model_id} has {a.serving_only}, which {what} does not model yet; "
-                         "`whichgpu serve` and `recommend --use-case llm-serving` do", field="model")
+                         "`whichgpu serve` and `whichgpu recommend MODEL --rate` do", field="model")

@@ -83,7 +83,7 @@ def _routing_note(a: DecoderArgs, tokens: int) -> str:
 def build_from_args(a: DecoderArgs, req: BuildRequest, theta: float = 10000.0) -> Built:
     if a.serving_only:
         raise InputError(f"models with {a.serving_only} are not built in PyTorch yet, so fit, predict and train "
-                         "cannot trace them; `whichgpu serve` and `recommend --use-case llm-serving` model them",
+                         "cannot trace them; `whichgpu serve` and `whichgpu recommend MODEL --rate` model them",
                          field="model")
     b = req.batch_size
     if b <= 0:
