@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -163,7 +164,6 @@ class StepModel:
     _prefill_attn: dict[tuple[float, int, int, int, float, float], float] = field(default_factory=dict, init=False,
                                                                                   repr=False)
     _eager: float | None = field(default=None, init=False, repr=False)
-    _state: float | None = field(default=None, init=False, repr=False)
 
     # ---- the parts ----------------------------------------------------------------------
     @property
@@ -305,23 +305,21 @@ class StepModel:
                    T * hv * vd * ACT_BYTES),
                 self._gemm("lin.out", T, h, hv * vd)]
 
-    @property
+    @cached_property
     def _attn_layers(self) -> int:
         """Layers of the span that attend over a KV cache (linear-attention ones do not)."""
         lo, hi = self.layer_span
         return self.args.attention_layers(lo, hi)
 
-    @property
+    @cached_property
     def _state_s(self) -> float:
         """One request's pass over its linear-attention state in every such layer of the span: the
         dk x dv state per value head (`state_bytes` a value) and the convolution's last positions,
         read and written once per step it decodes or prefills a chunk in."""
-        if self._state is None:
-            lo, hi = self.layer_span
-            n = (hi - lo) - self._attn_layers
-            dev = self.device
-            self._state = n * 2 * linear_state_bytes(self.args, self.attn_tp, self.state_bytes) / (dev.bw * dev.mem_ceiling)
-        return self._state
+        lo, hi = self.layer_span
+        n = (hi - lo) - self._attn_layers
+        dev = self.device
+        return n * 2 * linear_state_bytes(self.args, self.attn_tp, self.state_bytes) / (dev.bw * dev.mem_ceiling)
 
     def fixed_s(self, tokens: int, sampled: int) -> float:
         """Everything of a step but attention: GEMMs, elementwise, all-reduces, LM head."""
@@ -382,7 +380,7 @@ class StepModel:
         self._rates = (attn_layers * max(mem, comp), attn_layers * lat * (2 if self.args.dsa else 1))
         return self._rates
 
-    @property
+    @cached_property
     def _sparse_rate(self) -> float:
         """DSA: seconds per key its attention reads (at most index_topk per request), over all
         layers; 0 for dense attention."""
