@@ -336,3 +336,18 @@ def test_sglang_admits_up_to_its_own_request_pool_by_default() -> None:
     vl = invoke_json("serve", SCHEMA, *args, "--engine", "vllm")
     assert sg["setup"]["max_num_seqs"] == 2048 and vl["setup"]["max_num_seqs"] == 1024
     assert invoke_json("serve", SCHEMA, *args, "--engine", "sglang", "--max-num-seqs", "300")["setup"]["max_num_seqs"] == 300
+
+
+def test_weights_that_do_not_fit_say_what_would_hold_them() -> None:
+    # DeepSeek-V3 in 16 bits on 8 H200: 156 GiB of weights per GPU over the 125 GiB vLLM takes; FP8
+    # halves them, and no larger tensor parallelism is in the node
+    res = invoke("serve", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--concurrency", "8", "--input-len", "1000",
+                 "--output-len", "100", "--requests", "40")
+    assert res.exit_code == 1, res.output
+    msg = res.stderr.strip()
+    assert msg.startswith("no: the weights (156.24 GiB per GPU) do not fit") and "\n" not in msg
+    assert "--precision fp8: 78 GiB per GPU" in msg and "--tp" not in msg.split("would fit with")[1]
+    # Llama-3.1-70B on one H100: FP8, INT4 or two GPUs
+    res = invoke("serve", "llama-3.1-70b", "--gpu", "h100", "--concurrency", "8", "--input-len", "1000",
+                 "--output-len", "100", "--requests", "40")
+    assert res.exit_code == 1 and "--tp 2: 66 GiB per GPU" in res.stderr and "--precision int4" in res.stderr

@@ -218,8 +218,11 @@ def serve_run(
     gpus_per_replica = max(tp, ep) * pp
     max_seq_len = int((pool.input_len + pool.output_len).max())
     check_request_tokens(sm.model_id, sm.args, max_seq_len, "lengths" if lengths else "input_len")
-    cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
-                      max_num_batched_tokens=mbt, max_num_seqs=mns)
+    try:
+        cap = sm.capacity(gpu_memory_utilization=gpu_memory_utilization, max_seq_len=max_seq_len,
+                          max_num_batched_tokens=mbt, max_num_seqs=mns)
+    except NoAnswerError as e:  # say what would hold the weights
+        raise NoAnswerError(f"{e}{sm.weights_hint(gpu_memory_utilization)}") from e
     if max_num_seqs is None:  # SGLang's own default follows from its KV pool
         mns = default_running_requests(engine, mns, cap.num_tokens, sm.args.max_positions)
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,

@@ -271,6 +271,34 @@ class ServingModel:
                 for i, (w, kv) in enumerate(self.stages)]
         return min(caps, key=lambda c: c.num_blocks)
 
+    def weights_hint(self, gpu_memory_utilization: float | None = None) -> str:
+        """Where the weights alone overflow the engine's share of a GPU: the serving precisions and
+        tensor-parallel degrees (within the node, dividing the heads) whose weights would fit, in
+        one clause ("" when the weights fit). Weights only: the KV cache needs room beside them."""
+        s, a = self.setup, self.args
+        budget = (gpu_memory_utilization or (self.sglang_mem_fraction if s.engine == "sglang"
+                                             else DEFAULT_MEMORY_FRACTION)) * s.gpu.usable_memory_bytes
+        if self.weight_bytes <= budget or s.pp > 1:
+            return ""
+        gib = 2**30
+        options = []
+        for p in PRECISIONS:
+            if WEIGHT_BYTES[p] < WEIGHT_BYTES[s.precision] and (p in ("int4", "bf16", "fp16") or s.gpu.peak(p)):
+                w = weight_bytes(a, p, s.tp, s.ep, s.attn_tp)
+                if w <= budget:
+                    options.append(f"--precision {p}: {w / gib:.0f} GiB per GPU")
+        for tp in range(s.tp + 1, s.system.gpus_per_node + 1):
+            if a.heads % tp == 0 and tp % s.attention_dp == 0:
+                ep = tp if s.ep > 1 else 1
+                w = weight_bytes(a, s.precision, tp, ep, tp // s.attention_dp)
+                if w <= budget:
+                    options.append(f"--tp {tp}{f' --ep {tp}' if ep > 1 else ''}: {w / gib:.0f} GiB per GPU")
+                    break
+        if not options:
+            return (f"; no serving precision or tensor parallelism within one {s.system.name} fits them: more GPUs "
+                    "(--pp over nodes) or a larger GPU")
+        return "; the weights would fit with " + ", or ".join(options) + " (the KV cache needs room beside them)"
+
     @property
     def sglang_mem_fraction(self) -> float:
         """SGLang's default ``mem_fraction_static`` for this GPU and layout (`sglang_default_fraction`)."""
