@@ -30,7 +30,7 @@ from functools import lru_cache
 from whichgpu.perf.device import Device
 from whichgpu.workload.flops import sdpa_backward_flops, sdpa_flops
 from whichgpu.workload.trace import Op
-from whichgpu.workload.zoo.llm.args import DecoderArgs
+from whichgpu.workload.zoo.llm.args import DecoderArgs, layer_kinds
 
 
 @dataclass(frozen=True)
@@ -342,7 +342,7 @@ def _time(ops: list[Op], dev: Device, latency_s: float, host_s: float = 0.0) -> 
 
 
 @lru_cache(maxsize=4096)
-def _layer_cost(a: DecoderArgs, layer_kind: tuple[int, bool], layer: int, sh: Shard, dev_key: int,
+def _layer_cost(a: DecoderArgs, layer_kind: tuple[int, bool, bool], layer: int, sh: Shard, dev_key: int,
                 host_s: float) -> LayerCost:
     dev = _DEVICES[dev_key]
     lat = dev.params.kernel_latency_us * 1e-6
@@ -370,12 +370,12 @@ _DEVICES: dict[int, Device] = {}
 
 
 def layer_cost(a: DecoderArgs, layer: int, sh: Shard, dev: Device, host_s: float = 0.0) -> LayerCost:
-    """Cost of `layer` (layers of one kind share it: cached by window and MoE-ness); `host_s`:
+    """Cost of `layer` (layers of one kind share it: cached by `DecoderArgs.kind`); `host_s`:
     the host's time to issue one kernel (with its views) under the engine."""
     key = id(dev)
     _DEVICES[key] = dev
-    kind = (a.window(layer), a.is_moe(layer))
-    rep = next(i for i in range(a.layers) if (a.window(i), a.is_moe(i)) == kind)
+    kind = a.kind(layer)
+    rep = next(first for first, _ in layer_kinds(a, 0, a.layers) if a.kind(first) == kind)
     return _layer_cost(a, kind, rep, sh, key, host_s)
 
 

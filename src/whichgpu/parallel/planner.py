@@ -56,7 +56,7 @@ from whichgpu.perf.kernels import memory_time
 from whichgpu.perf.mfu import attended_width, matmul_params_per_token
 from whichgpu.perf.params import PerfParams, load_params
 from whichgpu.workload.precision import get_precision
-from whichgpu.workload.zoo.llm.args import DecoderArgs
+from whichgpu.workload.zoo.llm.args import DecoderArgs, layer_kinds
 
 GIB = 1024.0**3
 # Memory outside the model's tensors on each rank: the CUDA context and NCCL's buffers (about
@@ -439,14 +439,14 @@ def score(ctx: Context, plan: Plan) -> Scored:
         return (fwd, bwd, lc.weight_grad_s, lc.activation_bytes, lc.input_bytes, passes * tp_raw,
                 cp_raw_f * (passes - 1) + cp_raw_b, passes * ep_f, *exposed)
 
-    per_kind: dict[tuple[object, bool], tuple[float, ...]] = {}
+    per_kind: dict[tuple[int, bool, bool], tuple[float, ...]] = {}
     for v in range(stages):
         f = b = w = 0.0
         comm = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         raw = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
         saved = inp = one = 0.0
         for i, count in layer_kinds(a, bounds[v], bounds[v + 1]):
-            kind = (a.window(i), a.is_moe(i))
+            kind = a.kind(i)
             per = per_kind.get(kind)
             if per is None:
                 per = per_kind[kind] = per_layer(i)
@@ -656,20 +656,6 @@ def stage_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...],
 def largest_layer(a: DecoderArgs) -> int:
     """Parameters of the largest layer (the unit ZeRO-3 / FSDP gathers at once)."""
     return max(a.layer_params(i) for i, _ in layer_kinds(a, 0, a.layers))
-
-
-@lru_cache(maxsize=65536)
-def layer_kinds(a: DecoderArgs, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
-    """Layers lo..hi-1 grouped by kind (window, MoE, linear attention): (first layer of the kind,
-    count). Layers of a kind cost alike (layer_cost caches by kind), so a stage sums kinds, not layers."""
-    seen: dict[tuple[int, bool, bool], list[int]] = {}
-    for i in range(lo, hi):
-        k = (a.window(i), a.is_moe(i), a.is_linear(i))
-        if k in seen:
-            seen[k][1] += 1
-        else:
-            seen[k] = [i, 1]
-    return tuple((first, n) for first, n in seen.values())
 
 
 def _rank_of(v: int, plan: Plan) -> int:

@@ -128,6 +128,12 @@ UNCHUNKED_ENGINES = ("tensorrt-llm",)
 whole in one step, and one longer than max_num_tokens is refused. vLLM (v1) and SGLang chunk."""
 
 RETRACTING_ENGINES = ("sglang",)
+"""Engines that admit and retract as SGLang does (`scheduler.SchedulerConfig.sglang_admission`): its
+``PrefillAdder`` starts a request only while its prompt and (clipped) answer fit beside the running
+requests' remaining answers scaled by ``new_token_ratio`` (0.7, falling to about 0.1 over 600 decode
+steps, raised again after a retraction), and its ``retract_decode`` frees the requests with the fewest
+tokens generated, which rejoin the back of the queue. vLLM admits on the next chunk's blocks and
+preempts the newest request, which goes first in the queue."""
 
 LINEAR_STATE_BYTES = {"sglang": 4.0}
 """Bytes of a value of the linear-attention state, by engine: SGLang keeps it in float32 (its
@@ -136,13 +142,6 @@ bytes here; TensorRT-LLM assumed as vLLM."""
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
 """SGLang's ``--mamba-full-memory-ratio`` default: the linear-attention states' pool is r / (1 + r)
 of the memory the KV pool would have had (its model runner's split)."""
-
-"""Engines that admit and retract as SGLang does (`scheduler.SchedulerConfig.sglang_admission`): its
-``PrefillAdder`` starts a request only while its prompt and (clipped) answer fit beside the running
-requests' remaining answers scaled by ``new_token_ratio`` (0.7, falling to about 0.1 over 600 decode
-steps, raised again after a retraction), and its ``retract_decode`` frees the requests with the fewest
-tokens generated, which rejoin the back of the queue. vLLM admits on the next chunk's blocks and
-preempts the newest request, which goes first in the queue."""
 
 PREFILL_FIRST_ENGINES = ("sglang",)
 """Engines whose steps do not mix prefill with decode: SGLang's scheduler runs a prefill batch

@@ -69,12 +69,11 @@ import numpy as np
 from whichgpu.hardware.engine import Engine
 from whichgpu.hardware.system import System
 from whichgpu.parallel.comm import collective_time
-from whichgpu.parallel.planner import layer_kinds
 from whichgpu.perf.device import Device
 from whichgpu.perf.estimate import op_cost
 from whichgpu.serving.batch import StepBatch
 from whichgpu.workload.trace import Op
-from whichgpu.workload.zoo.llm.args import DecoderArgs
+from whichgpu.workload.zoo.llm.args import DecoderArgs, layer_kinds
 
 # Bytes of one weight and the GEMM path, per serving precision.
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 1.0 / 16, "int4": 0.5 + 2.0 / 128}

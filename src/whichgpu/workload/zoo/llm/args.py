@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from whichgpu.errors import CaptureError
@@ -163,9 +164,13 @@ class DecoderArgs:
         """Parameters of `layer`'s token mixer: its attention, or its linear attention."""
         return self.linear_params() if self.is_linear(layer) else self.attention_params()
 
-    def kinds(self) -> list[tuple[int, bool]]:
-        """(window, routed experts) of every layer: the layers that cost alike."""
-        return [(self.window(i), self.is_moe(i)) for i in range(self.layers)]
+    def kind(self, layer: int) -> tuple[int, bool, bool]:
+        """What makes layers cost alike: (sliding window, routed experts, linear attention)."""
+        return self.window(layer), self.is_moe(layer), self.is_linear(layer)
+
+    def kinds(self) -> list[tuple[int, bool, bool]]:
+        """`kind` of every layer."""
+        return [self.kind(i) for i in range(self.layers)]
 
     def attention_params(self) -> int:
         """Parameters of one layer's attention (projections, biases, q/k norms, sinks)."""
@@ -315,6 +320,20 @@ class DecoderArgs:
             sliding_layers=len(local), matmul_params=self.matmul_params() if described else 0,
             block_params=self.block_params() if described else 0, active_params=active if self.tp == 1 else 0,
             attention=self.attention_text())
+
+
+@lru_cache(maxsize=65536)
+def layer_kinds(a: DecoderArgs, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    """Layers lo..hi-1 grouped by `DecoderArgs.kind`: (first layer of the kind, count). Layers of a
+    kind cost alike, so a stage or a step sums kinds, not layers."""
+    seen: dict[tuple[int, bool, bool], list[int]] = {}
+    for i in range(lo, hi):
+        k = a.kind(i)
+        if k in seen:
+            seen[k][1] += 1
+        else:
+            seen[k] = [i, 1]
+    return tuple((first, n) for first, n in seen.values())
 
 
 def _req(cfg: dict[str, Any], key: str, path: str) -> Any:
