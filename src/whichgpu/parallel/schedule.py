@@ -162,20 +162,18 @@ def _order_zb_hand(p: int, m: int, k: int) -> Order:
 def _order_interleaved(p: int, m: int, v: int) -> Order:
     """Megatron's interleaved 1F1B: micro-batches in groups of p per chunk."""
     total = m * v
+    # the k-th forward / backward pass of a rank: chunk (k // p) % v (backward: the chunks in
+    # reverse), micro-batch (k // (p v)) p + k % p; the same sequence on every rank
+    micro = [(k // (p * v)) * p + k % p for k in range(total)]
+    fwd = [(0, (k // p) % v, j) for k, j in enumerate(micro)]
+    bwd = [(1, v - 1 - (k // p) % v, j) for k, j in enumerate(micro)]
     out = []
     for r in range(p):
         warm = total if m == p else min((p - r - 1) * 2 + (v - 1) * p, total)
-
-        def fwd(k: int) -> tuple[int, int, int]:
-            return (0, (k // p) % v, (k // (p * v)) * p + k % p)
-
-        def bwd(k: int) -> tuple[int, int, int]:
-            return (1, v - 1 - (k // p) % v, (k // (p * v)) * p + k % p)
-
-        o = [fwd(k) for k in range(warm)]
+        o = fwd[:warm]
         for i in range(total - warm):
-            o += [fwd(warm + i), bwd(i)]
-        o += [bwd(k) for k in range(total - warm, total)]
+            o += (fwd[warm + i], bwd[i])
+        o += bwd[total - warm:]
         out.append(tuple(o))
     return tuple(out)
 
@@ -183,8 +181,11 @@ def _order_interleaved(p: int, m: int, v: int) -> Order:
 def _order_zbv(p: int, m: int) -> Order:
     """ZB-V order from a greedy list schedule at unit costs (see the module docstring)."""
     nv = 2 * p
-    fend = [[-1] * m for _ in range(nv)]  # end tick of F(vs, j); -1 = not yet
-    bend = [[-1] * m for _ in range(nv)]
+    last = nv - 1
+    # fdone[vs][j] / bdone[vs][j]: micro-batch j's F / B of virtual stage vs has ended by this tick; a pass
+    # placed in a tick is seen from the next one (unit cost), so each tick's ends are applied after it
+    fdone = [[False] * m for _ in range(nv)]
+    bdone = [[False] * m for _ in range(nv)]
     fnext = [0] * nv
     bnext = [0] * nv
     inflight = [0] * p  # micro-batches admitted on chunk 0, chunk-0 B not done
@@ -193,51 +194,56 @@ def _order_zbv(p: int, m: int) -> Order:
     remaining = 6 * p * m
     t = 0
     while remaining:
-        done_now: list[tuple[list[int], int]] = []
+        done_now: list[tuple[list[bool], int]] = []
         for r in range(p):
-            vss = (r, nv - 1 - r)  # chunk 0, chunk 1
-            best_b: tuple[int, int, int] | None = None
-            pick: tuple[int, int, int] | None = None
-            if len(pending[r]) >= 2:  # keep W close behind B
-                c, j = pending[r].pop(0)
-                pick = (2, c, j)
-            for c in (1, 0):  # B: the oldest ready micro-batch
-                vs = vss[c]
-                j = bnext[vs]
-                if pick is not None or j >= m or not 0 <= fend[vs][j] <= t:
-                    continue
-                dep = fend[vs][j] if vs == nv - 1 else bend[vs + 1][j]
-                if 0 <= dep <= t and (best_b is None or j < best_b[2]):
-                    best_b = (1, c, j)
-            if pick is None:
-                pick = best_b
-            for c in (1, 0):  # F: chunk 1 first; chunk 0 admits at most p micro-batches
-                vs = vss[c]
-                j = fnext[vs]
-                if pick is not None or j >= m or (c == 0 and inflight[r] >= p):
-                    continue
-                if vs == 0 or 0 <= fend[vs - 1][j] <= t:
-                    pick = (0, c, j)
-            if pick is None and pending[r]:
-                c, j = pending[r].pop(0)
-                pick = (2, c, j)
-            if pick is None:
+            v0, v1 = r, last - r  # chunk 0, chunk 1
+            pend = pending[r]
+            if len(pend) >= 2:  # keep W close behind B
+                c, j = pend.pop(0)
+                orders[r].append((2, c, j))
+                remaining -= 1
                 continue
-            kind, c, j = pick
-            vs = vss[c]
-            orders[r].append(pick)
-            remaining -= 1
-            if kind == 0:
-                fnext[vs] += 1
-                inflight[r] += c == 0
-                done_now.append((fend[vs], j))
-            elif kind == 1:
+            # B: the oldest ready micro-batch, chunk 1 on a tie
+            j1 = bnext[v1]
+            ok1 = j1 < m and fdone[v1][j1] and (v1 == last or bdone[v1 + 1][j1])
+            j0 = bnext[v0]
+            ok0 = j0 < m and fdone[v0][j0] and bdone[v0 + 1][j0]  # v0 < last: p >= 1
+            if ok1 or ok0:
+                if ok1 and (not ok0 or j1 <= j0):
+                    c, vs, j = 1, v1, j1
+                else:
+                    c, vs, j = 0, v0, j0
                 bnext[vs] += 1
-                inflight[r] -= c == 0
-                pending[r].append((c, j))
-                done_now.append((bend[vs], j))
-        for arr, j in done_now:  # unit cost: results are visible from the next tick
-            arr[j] = t + 1
+                if c == 0:
+                    inflight[r] -= 1
+                pend.append((c, j))
+                done_now.append((bdone[vs], j))
+                orders[r].append((1, c, j))
+                remaining -= 1
+                continue
+            # F: chunk 1 first; chunk 0 admits at most p micro-batches
+            j = fnext[v1]
+            if j < m and fdone[v1 - 1][j]:
+                c, vs = 1, v1
+            else:
+                j = fnext[v0]
+                if j < m and inflight[r] < p and (v0 == 0 or fdone[v0 - 1][j]):
+                    c, vs = 0, v0
+                elif pend:
+                    c, j = pend.pop(0)
+                    orders[r].append((2, c, j))
+                    remaining -= 1
+                    continue
+                else:
+                    continue
+            fnext[vs] += 1
+            if c == 0:
+                inflight[r] += 1
+            done_now.append((fdone[vs], j))
+            orders[r].append((0, c, j))
+            remaining -= 1
+        for arr, j in done_now:
+            arr[j] = True
         t += 1
         if t > 12 * p * m + 4 * p:  # pragma: no cover - a bug, never a user error
             raise RuntimeError("zb-v order generation did not converge")
@@ -506,7 +512,7 @@ def _step_time(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], 
     while not found and schedule != "gpipe":  # gpipe has no steady state: B waits for all F
         size = j0 + width + d + reach  # warm-up, checked window, one more period, drain
         size += (m - size) % d  # m - size: whole periods
-        if size >= m:
+        if 2 * size - d >= m:  # the two smaller runs would cost more than the full one
             break
         found = _periodic(schedule, p, size, v, d, j0, width, table, comm)
         j0, width = 2 * j0, 2 * width
