@@ -53,6 +53,7 @@ class PerfParams:
     nccl_efficiency: float
     tp_collective_us: float
     sparse_speedup: float
+    fp4_stream_efficiency: float
 
     def with_values(self, **kw: float) -> PerfParams:
         return replace(self, **kw)

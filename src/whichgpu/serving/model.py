@@ -553,7 +553,10 @@ def build(setup: Setup) -> ServingModel:
                    f"embedding and LM head, {wb / 1e9:.1f} GB per GPU"
                    + (f"; {setup.gpu.name} has no {setup.precision.upper()} tensor cores: weight-only, dequantised "
                       "to 16-bit math (as vLLM's Marlin kernels run FP8 on Ampere)"
-                      if setup.precision in ("fp8", "int8") and not setup.gpu.peak(setup.precision) else ""),
+                      if setup.precision in ("fp8", "int8") and not setup.gpu.peak(setup.precision) else "")
+                   + (f"; dense FP4 GEMMs stream their weights at {dev.params.fp4_stream_efficiency:g} of the 8/16-bit "
+                      "kernels' rate (perf/params.toml fp4_stream_efficiency: block-scaled tiles at a decode "
+                      "batch's few rows)" if setup.precision == "fp4" else ""),
         "parallelism": f"tensor parallel {tp}" + (f", expert parallel {ep}" if ep > 1 else "")
                        + (f", attention data parallel {adp}" if adp > 1 else "")
                        + (f", pipeline parallel {pp}" if pp > 1 else "")

@@ -26,7 +26,10 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
 * The engine's GEMM kernels read weights at `weight_stream_efficiency` of the memory roofline
   (engine profile; 1: TensorRT-LLM's, which the dev rows' small-batch decode steps match): the
   weight bytes are counted 1 / that, so memory-bound (decode) GEMMs slow and compute-bound
-  (prefill) ones do not.
+  (prefill) ones do not. Dense FP4 GEMMs stream theirs at `fp4_stream_efficiency` (perf/params.toml,
+  0.65) of that rate again: block-scaled FP4 tiles built for many rows, their scales and the
+  activations' FP4 quantisation, at a decode batch's few rows. MoE expert GEMMs keep the engine's
+  figures (their own grouped kernels).
 * Host time per running sequence (`step_host_us_per_seq`, engine profile): the Python scheduler's,
   sampler's and output processor's work for each request of the step, on the step's critical path.
 * The LM head on the sampled tokens only (one per decoding request and per prompt whose last
@@ -209,6 +212,8 @@ class StepModel:
         tags = (("wq",) if p == "int4" or path != GEMM_PATH[p] else ()) + (("experts",) if experts is not None else ())
         if experts is not None:  # grouped expert GEMMs run below a dense GEMM's math rate: timed as more math
             f /= self.engine.moe_compute_efficiency
+        elif p == "fp4":  # dense NVFP4 GEMMs stream their weights below the 8/16-bit kernels' rate
+            w /= self.device.params.fp4_stream_efficiency
         experts = 1.0 if experts is None else experts
         b = max(1, round(experts))
         mm = (b, max(1, rows_per if rows_per is not None else m), n, k)
