@@ -8,11 +8,13 @@ import pytest
 from whichgpu.hardware.system import load_systems
 from whichgpu.parallel.comm import (
     NVLS_SPEEDUP,
+    RING_ALLREDUCE_GBPS,
     all_to_all_time,
     allreduce_time,
     collective_time,
     node_link,
     nvls_speedup,
+    ring_allreduce_cap,
     ring_link,
 )
 from whichgpu.perf.params import load_params
@@ -50,8 +52,33 @@ def test_allreduce_inside_a_node_takes_nvls_where_it_exists(systems) -> None:  #
     assert collective_time("all_gather", 64e6, 8, h, p) > collective_time("all_reduce", 32e6, 8, h, p)
 
 
+def test_nccls_ring_on_blackwell_nvlink_runs_at_the_measured_ll128_rate(systems) -> None:  # type: ignore[no-untyped-def]
+    # NCCL's AUTO tuning runs Ring/LL128 on B200 NVLink at 382-386 GB/s bus bandwidth (nccl PR 2343),
+    # about half of NVLink 5's ring at 900 GB/s x nccl_efficiency: a ring all-reduce of 128 MiB over
+    # 2, 4 or 8 B200 moves 2 (n-1)/n of it at 384 GB/s; NVLS (where the engine keeps it) is not capped
+    p = load_params()
+    b = systems.get("hgx-b200")
+    assert RING_ALLREDUCE_GBPS == {"nvlink5": 384.0}
+    assert ring_allreduce_cap(b, 8) == 384e9 < node_link(b, 8, p).bytes_per_s
+    msg = 128 * 2**20
+    for n in (2, 4, 8):
+        lat = p.tp_collective_us * 1e-6 * {2: 1, 4: 2, 8: 3}[n]
+        assert collective_time("all_reduce", msg, n, b, p, nvls=False) == pytest.approx(
+            lat + 2 * (n - 1) / n * msg / 384e9)
+    nvls = collective_time("all_reduce", msg, 8, b, p, nvls=True)
+    assert nvls == pytest.approx(3 * p.tp_collective_us * 1e-6
+                                 + 2 * 7 / 8 * msg / (node_link(b, 8, p).bytes_per_s * NVLS_SPEEDUP["nvlink5"]))
+    assert nvls < collective_time("all_reduce", msg, 8, b, p, nvls=False) / 2
+    # measured on Blackwell NVLink only: Hopper's ring and the all-gather are as before
+    h = systems.get("dgx-h100")
+    assert ring_allreduce_cap(h, 8) == float("inf") and ring_allreduce_cap(systems.get("dgx-a100"), 8) == float("inf")
+    assert collective_time("all_gather", msg, 8, b, p, nvls=False) == pytest.approx(
+        3 * p.tp_collective_us * 1e-6 + 7 * msg / node_link(b, 8, p).bytes_per_s)
+
+
 def test_serving_engines_that_turn_nvls_off_all_reduce_over_the_ring(systems) -> None:  # type: ignore[no-untyped-def]
-    # vLLM sets NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem) and SGLang NCCL_NVLS_ENABLE=0; TensorRT-LLM keeps it
+    # vLLM set NCCL_CUMEM_ENABLE=0 until September 2025 (NVLS needs cuMem) and SGLang sets it and
+    # NCCL_NVLS_ENABLE=0; TensorRT-LLM keeps NCCL's default
     from whichgpu.hardware.catalog import load_catalog
     from whichgpu.hardware.engine import get_engine
     from whichgpu.perf.device import Device

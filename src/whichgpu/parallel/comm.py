@@ -45,6 +45,25 @@ PCIE_STEP_LATENCY_S = 4e-6  # a ring step over PCIe, as over NVLink (NCCL's smal
 # all_reduce_perf at 8-16 GiB, NVLS on vs off (shared/validation/kernels.csv, stas00/ml-engineering
 # network/README.md): 8x H200 480.0 / 367.2 GB/s = 1.31, 8x B200 838.0 / 682.2 GB/s = 1.23.
 NVLS_SPEEDUP = {"nvlink4": 480.0 / 367.2, "nvlink5": 838.0 / 682.2}
+# Bus bandwidth (GB/s) of NCCL's ring all-reduce inside a Blackwell NVLink domain as NCCL's AUTO
+# tuning runs it: Ring with the LL128 protocol, which NCCL's model rates above the Simple protocol
+# there; measured 382-386 GB/s on every pair of an 8x B200 node at 32 MiB-1 GiB (NVIDIA/nccl pull
+# request 2343, NCCL 2.31.2: AUTO keeps LL128 over that whole range, about half of the Simple ring's
+# 682 GB/s over 8 ranks in kernels.csv; LL128 over 3 ranks 479 GB/s). Where an engine keeps NVLS off
+# (vLLM and SGLang serving: their callers pass nvls=False) its large all-reduces get this rate.
+# Measured at 2 ranks; at 4 and 8 the serving dev rows agree (Llama-3.1-70B on vLLM on B200, TTFT
+# signed median at TP 2 / 4 / 8: -16 / -25 / -30 % with the 720 GB/s ring, -10 / -16 / -20 % with
+# this cap, TP 1 -12 % either way; 320 GB/s would fit them a little better, not taken).
+RING_ALLREDUCE_GBPS = {"nvlink5": 384.0}
+
+
+def ring_allreduce_cap(system: System, group: int) -> float:
+    """Bytes/s NCCL's ring all-reduce reaches at most over `group` GPUs of one scale-up domain of
+    `system` (RING_ALLREDUCE_GBPS; inf where nothing is measured)."""
+    su = system.scaleup
+    if su is None or group > su.domain_gpus or su.generation not in RING_ALLREDUCE_GBPS:
+        return math.inf
+    return RING_ALLREDUCE_GBPS[su.generation] * 1e9
 
 
 def nvls_speedup(system: System, group: int) -> float:
@@ -172,12 +191,15 @@ def collective_time(kind: str, nbytes: float, group: int, system: System, params
     PERFORMANCE.md). The latency (launch, the group's synchronisation, the protocol's hops) grows
     with the group as log2(n) rounds of a tree or recursive-doubling exchange, each
     `tp_collective_us` (fitted): one round for 2 GPUs, three for 8. ``nvls``: whether NCCL may run
-    NVLS (an engine that turns it off, as vLLM and SGLang do, all-reduces over the ring)."""
+    NVLS (an engine that turns it off, as vLLM and SGLang do, all-reduces over the ring, at most
+    at `ring_allreduce_cap`: NCCL's LL128 ring on Blackwell NVLink)."""
     if group <= 1 or nbytes <= 0:
         return 0.0
     bw = node_link(system, group, params).bytes_per_s
     if kind == "all_reduce" and nvls:  # NCCL runs NVLS where the switch fabric has it
         bw *= nvls_speedup(system, group)
+    elif kind == "all_reduce":  # NCCL's ring, whose protocol caps it on some fabrics
+        bw = min(bw, ring_allreduce_cap(system, group))
     moved = 2.0 * (group - 1) / group * nbytes if kind == "all_reduce" else (group - 1) * nbytes
     return collective_latency_s(group, params) + moved / bw
 
