@@ -50,7 +50,7 @@ NVLS_SPEEDUP = {"nvlink4": 480.0 / 367.2, "nvlink5": 838.0 / 682.2}
 # there; measured 382-386 GB/s on every pair of an 8x B200 node at 32 MiB-1 GiB (NVIDIA/nccl pull
 # request 2343, NCCL 2.31.2: AUTO keeps LL128 over that whole range, about half of the Simple ring's
 # 682 GB/s over 8 ranks in kernels.csv; LL128 over 3 ranks 479 GB/s). Where an engine keeps NVLS off
-# (vLLM and SGLang serving: their callers pass nvls=False) its large all-reduces get this rate.
+# (vLLM and SGLang, hardware/engines/*.toml nvls = false) its NCCL all-reduces get this rate.
 # Measured at 2 ranks; at 4 and 8 the serving dev rows agree (Llama-3.1-70B on vLLM on B200, TTFT
 # signed median at TP 2 / 4 / 8: -16 / -25 / -30 % with the 720 GB/s ring, -10 / -16 / -20 % with
 # this cap, TP 1 -12 % either way; 320 GB/s would fit them a little better, not taken).

@@ -550,6 +550,13 @@ def build(setup: Setup) -> ServingModel:
     ring_cap = ring_allreduce_cap(setup.system, setup.attn_tp)
     ring_text = (f" at most {ring_cap / 1e9:g} GB/s bus bandwidth, NCCL's LL128 ring on this fabric"
                  if math.isfinite(ring_cap) else "")
+    ring_note = ""  # how the engine's tensor-parallel all-reduces run where NCCL's NVLS is left off
+    if not eng.nvls and tp > 2 and nvls_speedup(setup.system, setup.attn_tp) > 1.0:
+        ring_note = (f" ({eng.name} turns NCCL's NVLS off: ring all-reduces" + ring_text
+                     + (f", but its own multicast all-reduce up to {eng.multimem_max_mb:g} MiB"
+                        if eng.multimem_min_gpus and setup.attn_tp >= eng.multimem_min_gpus else "") + ")")
+    elif not eng.nvls and ring_text and setup.attn_tp > 1:
+        ring_note = f" (ring all-reduces{ring_text})"
     sm_frac = sglang_default_fraction(setup)
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
@@ -564,12 +571,7 @@ def build(setup: Setup) -> ServingModel:
                        + (f", attention data parallel {adp}" if adp > 1 else "")
                        + (f", pipeline parallel {pp}" if pp > 1 else "")
                        + (", all-reduce twice per layer over " + setup.system.name if tp > 1 and adp == 1 else "")
-                       + (f" ({eng.name} turns NCCL's NVLS off: ring all-reduces" + ring_text
-                          + (f", but its own multicast all-reduce up to {eng.multimem_max_mb:g} MiB"
-                             if eng.multimem_min_gpus and setup.attn_tp >= eng.multimem_min_gpus else "") + ")"
-                          if tp > 2 and not eng.nvls and nvls_speedup(setup.system, setup.attn_tp) > 1.0
-                          else f" (ring all-reduces{ring_text})" if ring_text and setup.attn_tp > 1 and not eng.nvls
-                          else "")
+                       + ring_note
                        + (", tokens all-gathered and reduce-scattered around each MLP over " + setup.system.name
                           if adp > 1 else ""),
         "memory": f"{setup.gpu.usable_memory_text} = {setup.gpu.usable_memory_bytes / 2**30:.2f} GiB "
