@@ -26,8 +26,8 @@ per decoding request (`batch.StepBatch`). On one tensor-parallel rank, per decod
 * The engine's GEMM kernels read weights at `weight_stream_efficiency` of the memory roofline
   (engine profile; 1: TensorRT-LLM's, which the dev rows' small-batch decode steps match): the
   weight bytes are counted 1 / that, so memory-bound (decode) GEMMs slow and compute-bound
-  (prefill) ones do not. Dense FP4 GEMMs stream theirs at `fp4_stream_efficiency` (perf/params.toml,
-  0.65) of that rate again: block-scaled FP4 tiles built for many rows, their scales and the
+  (prefill) ones do not. Dense FP4 GEMMs stream theirs at `fp4_stream_efficiency` (perf/params.toml)
+  of that rate again: block-scaled FP4 tiles built for many rows, their scales and the
   activations' FP4 quantisation, at a decode batch's few rows. MoE expert GEMMs keep the engine's
   figures (their own grouped kernels).
 * Host time per running sequence (`step_host_us_per_seq`, engine profile): the Python scheduler's,
