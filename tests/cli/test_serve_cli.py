@@ -86,6 +86,22 @@ def test_dp_attention_splits_the_clients_over_attention_groups() -> None:
     assert bad.exit_code == 2 and "attention data parallelism 3" in bad.output
 
 
+def test_tensorrt_llm_attention_dp_balancing_holds_new_requests() -> None:
+    base = ("deepseek-v3", "--gpu", "b200", "--tp", "8", "--ep", "8", "--attention-dp", "8", "--precision", "fp8",
+            "--engine", "trtllm", "--input-len", "256", "--output-len", "64", "--output-len-stddev", "16",
+            "--requests", "80", "--concurrency", "64")
+    off = serve(*base)
+    on = serve(*base, "--adp-balance", "60,0")
+    default = serve(*base, "--adp-balance", "default")
+    # held until every group has a request (or the counter's 60 steps): later first tokens, the same decode
+    assert on["ttft_ms"]["mean"] > 1.5 * off["ttft_ms"]["mean"]
+    assert on["tpot_ms"]["mean"] == pytest.approx(off["tpot_ms"]["mean"], rel=0.2)
+    assert "no attention-DP balancing" in off["assumptions"]["scheduler"]
+    assert "timeout_iters 60, batching_wait_iters 0" in on["assumptions"]["scheduler"]
+    # 'default' is TensorRT-LLM's AttentionDpConfig: timeout_iters 50, batching_wait_iters 10
+    assert "timeout_iters 50, batching_wait_iters 10" in default["assumptions"]["scheduler"]
+
+
 def test_lengths_file(tmp_path: Path) -> None:
     f = tmp_path / "lengths.csv"
     f.write_text("prompt_tokens,completion_tokens\n100,20\n300,60\n")
@@ -201,6 +217,11 @@ def test_no_price_gives_null_cost() -> None:
     (("--rate", "1", "--spec-draft-len", "4", "--spec-acceptance", "0.5", "--spec-draft-model", "qwen3-8b"),
      "--spec-draft-model"),  # another tokenizer
     (("--rate", "1", "--mixed-chunk"), "--mixed-chunk"),  # SGLang's flag; vLLM always mixes
+    (("--rate", "1", "--adp-balance", "50"), "--adp-balance"),  # TensorRT-LLM's, under DP attention only
+    (("--rate", "1", "--engine", "trtllm", "--adp-balance", "50"), "--adp-balance"),  # no DP attention
+    (("--rate", "1", "--engine", "trtllm", "--adp-balance", "x"), "--adp-balance"),
+    (("--rate", "1", "--engine", "trtllm", "--adp-balance", "0,1"), "--adp-balance"),
+    (("--rate", "1", "--engine", "trtllm", "--adp-balance", "5,1,2"), "--adp-balance"),
 ])
 def test_bad_input_exit_2(args: tuple[str, ...], flag: str) -> None:
     res = invoke("serve", *BASE, *args)

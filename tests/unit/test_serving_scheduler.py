@@ -349,6 +349,9 @@ def test_blocks_added_by_decode_steps_in_closed_form_match_counting_them(groups:
     SchedulerConfig(num_blocks=2000, max_num_seqs=64, max_num_batched_tokens=1024, prefill_first=True,
                     sglang_admission=True, groups=BlockGroups(16, 1, 1, 8)),
     SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=1024, sglang_admission=True),
+    SchedulerConfig(num_blocks=300, max_num_seqs=64, max_num_batched_tokens=4096, no_evict=True, chunked_prefill=False,
+                    adp_balance=(20, 3), adp_groups=4),
+    SchedulerConfig(num_blocks=100_000, max_num_seqs=8, max_num_batched_tokens=512, adp_balance=(7, 0), adp_groups=8),
 ])
 def test_decode_runs_change_nothing(workload: Workload, cfg: SchedulerConfig) -> None:
     fast = simulate(workload, STEP, cfg)
@@ -563,3 +566,71 @@ def test_sglang_retracts_the_requests_with_the_fewest_tokens_to_the_back_of_the_
 def test_sglang_admission_and_no_evict_are_exclusive() -> None:
     with pytest.raises(InputError, match="sglang_admission and no_evict"):
         SchedulerConfig(num_blocks=10, no_evict=True, sglang_admission=True)
+
+
+# ---- TensorRT-LLM's attention-DP balancing (SchedulerConfig.adp_balance)
+TRT = dict(num_blocks=100_000, max_num_seqs=64, max_num_batched_tokens=4096, no_evict=True, chunked_prefill=False)
+
+
+def staggered(n: int = 120, c: int = 8, out: int = 200) -> Workload:
+    """A closed loop whose clients drift apart (answers spread around ``out``): requests arrive one by one."""
+    return Workload(spread_lengths(300, out, 0.3 * out, n, seed=4), ClosedLoop(c))
+
+
+def test_adp_balance_releasing_every_step_changes_nothing() -> None:
+    # a timeout of one step and no batching wait: the counter releases at every step, nothing is held
+    off = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=8))
+    on = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=8, adp_balance=(1, 0)))
+    # (the same steps, summed in other runs: equal to rounding)
+    np.testing.assert_allclose(off.requests.first_token_s, on.requests.first_token_s, rtol=1e-12)
+    np.testing.assert_allclose(off.requests.finish_s, on.requests.finish_s, rtol=1e-12)
+    # and one group alone never balances, whatever the knobs
+    alone = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=1, adp_balance=(50, 10)))
+    np.testing.assert_array_equal(off.requests.first_token_s, alone.requests.first_token_s)
+
+
+def test_adp_balance_holds_new_requests_up_to_its_timeout() -> None:
+    rec = Recorder()
+    off = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=8))
+    timeout = 40
+    on = simulate(staggered(), rec, SchedulerConfig(**TRT, adp_groups=8, adp_balance=(timeout, 0)))
+    waited = on.requests.first_token_s - on.requests.arrival_s
+    # a request arriving while others decode waits for every group to hold one or for the counter's
+    # timeout, which runs whatever waits: never more than the timeout's steps (+ its own prefill step)
+    longest = max(STEP(b) for b in rec.batches)
+    assert waited.max() <= (timeout + 1) * longest
+    assert waited.mean() > (off.requests.first_token_s - off.requests.arrival_s).mean() + 5 * STEP.base_s
+    # the steps that hold it decode only: fewer prefill steps, each with more prompts
+    prefills = [b.prefill_tokens.size for b in rec.batches if b.prefill_tokens.size]
+    assert np.mean(prefills) > 1.0
+    longer = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=8, adp_balance=(4 * timeout, 0)))
+    assert (longer.requests.first_token_s - longer.requests.arrival_s).mean() > waited.mean()
+
+
+def test_adp_balance_batching_wait_delays_each_release() -> None:
+    # with every group holding requests (a long timeout: releases come when all do), the batching
+    # wait adds up to its steps to each release while requests decode (less for those that arrive
+    # during it: they join the release)
+    base = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=2, adp_balance=(10_000, 0)))
+    waits = simulate(staggered(), STEP, SchedulerConfig(**TRT, adp_groups=2, adp_balance=(10_000, 10)))
+    ttft = [(r.requests.first_token_s - r.requests.arrival_s).mean() for r in (base, waits)]
+    assert ttft[0] + 3 * STEP.base_s < ttft[1] < ttft[0] + 11 * 1.1 * STEP.base_s
+
+
+def test_adp_balance_leaves_the_first_burst_alone() -> None:
+    # at the start every group holds requests and none decodes: the burst goes as without balancing
+    w = closed(64, 32, 1000, 50)
+    off = simulate(w, STEP, SchedulerConfig(**TRT, adp_groups=8))
+    on = simulate(w, STEP, SchedulerConfig(**TRT, adp_groups=8, adp_balance=(500, 0)))
+    np.testing.assert_array_equal(off.requests.first_token_s[:32], on.requests.first_token_s[:32])
+
+
+@pytest.mark.parametrize("knobs, match", [
+    (dict(adp_balance=(0, 0)), "timeout steps >= 1"),
+    (dict(adp_balance=(5, -1)), "wait steps >= 0"),
+    (dict(adp_balance=(5, 1), prefill_first=True), "mixed steps"),
+    (dict(adp_groups=0), "adp_groups"),
+])
+def test_bad_adp_balance_knobs(knobs: dict[str, object], match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        SchedulerConfig(num_blocks=100, **knobs)  # type: ignore[arg-type]

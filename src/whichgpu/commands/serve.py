@@ -70,6 +70,10 @@ def serve_cmd(
     mixed_chunk: bool = typer.Option(None, "--mixed-chunk/--no-mixed-chunk", help="SGLang: its prefill steps carry "
                                      "the running requests' decode (its --enable-mixed-chunk); default off, as "
                                      "SGLang's: a step prefills or decodes. vLLM and TensorRT-LLM always mix."),
+    adp_balance: str = typer.Option(None, "--adp-balance", help="TensorRT-LLM with --attention-dp: its attention-DP "
+                                    "balancing on (attention_dp_config enable_balance) as TIMEOUT[,WAIT], its "
+                                    "timeout_iters and batching_wait_iters (WAIT default 10, its default; "
+                                    "'default' for 50,10). Default off, as TensorRT-LLM's."),
     concurrency: int = int_option(None, "--concurrency", bound=CONCURRENCY, help="Closed loop: requests in flight "
                                   "(all replicas), a new one sent as one finishes."),
     rate: float = float_option(None, "--rate", bound=RATE, help="Open loop: Poisson arrivals, requests per second "
@@ -122,7 +126,7 @@ def serve_cmd(
     rep = serve_run(
         model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, spec_draft_len=spec_draft_len,
         spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine,
-        mixed_chunk=mixed_chunk, concurrency=concurrency,
+        mixed_chunk=mixed_chunk, adp_balance=parse_adp_balance(adp_balance), concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
         output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
@@ -146,12 +150,43 @@ def serve_cmd(
         raise NoAnswerError(no)
 
 
+ADP_BALANCE_DEFAULTS = (50, 10)
+"""TensorRT-LLM's ``AttentionDpConfig`` defaults (``timeout_iters``, ``batching_wait_iters``), which apply
+when ``enable_balance`` is turned on without them."""
+ADP_TIMEOUT = Bound(1, 100_000)
+ADP_WAIT = Bound(0, 100_000)
+
+
+def parse_adp_balance(text: str | None) -> tuple[int, int] | None:
+    """``--adp-balance`` TIMEOUT[,WAIT] (or 'default'): (timeout_iters, batching_wait_iters); None: off."""
+    if text is None:
+        return None
+    t = text.strip().lower()
+    if t == "default":
+        return ADP_BALANCE_DEFAULTS
+    parts = t.split(",")
+    try:
+        if len(parts) > 2:
+            raise ValueError
+        vals = [int(x) for x in parts]
+    except ValueError:
+        raise InputError(f"--adp-balance takes TIMEOUT[,WAIT] steps (e.g. 60,0) or 'default' "
+                         f"({ADP_BALANCE_DEFAULTS[0]},{ADP_BALANCE_DEFAULTS[1]}), got {text!r}",
+                         field="adp_balance") from None
+    timeout, wait = vals[0], (vals[1] if len(vals) > 1 else ADP_BALANCE_DEFAULTS[1])
+    for name, v, b in (("TIMEOUT", timeout, ADP_TIMEOUT), ("WAIT", wait, ADP_WAIT)):
+        if not b.lo <= v <= b.hi:
+            raise InputError(f"--adp-balance {name} must be {b.lo}-{b.hi:,} steps, got {v}", field="adp_balance")
+    return timeout, wait
+
+
 def serve_run(
     model: str, *, gpu: str | None = None, system: str | None = None, tp: int = 1, ep: int = 1, pp: int = 1,
     attention_dp: int = 1,
     spec_draft_len: int | None = None, spec_acceptance: float | None = None, spec_draft_model: str | None = None,
     replicas: int = 1,
-    engine: str = "vllm", mixed_chunk: bool | None = None, concurrency: int | None = None, rate: float | None = None,
+    engine: str = "vllm", mixed_chunk: bool | None = None, adp_balance: tuple[int, int] | None = None,
+    concurrency: int | None = None, rate: float | None = None,
     input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
     output_len_stddev: float = 0.0, precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float | None = None,
@@ -211,7 +246,7 @@ def serve_run(
 
         spec = SpecDecode(spec_draft_len, spec_acceptance, spec_draft_model)
     sm = build(Setup(model, g, sys_, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype, engine=engine, pp=pp,
-                     spec=spec, attention_dp=attention_dp, mixed_chunk=mixed_chunk))
+                     spec=spec, attention_dp=attention_dp, mixed_chunk=mixed_chunk, adp_balance=adp_balance))
     if concurrency is not None and attention_dp > 1 and (concurrency // replicas) % attention_dp:
         raise InputError(f"--concurrency {concurrency} does not split evenly over {replicas} replica(s) x "
                          f"{attention_dp} attention groups", field="concurrency")

@@ -17,6 +17,9 @@ def validate_serve_cmd(
     only: str = typer.Option("", "--only", help="Score only rows whose name contains this text (a model id, "
                              "GPU or engine, e.g. 'Llama-3.1-8B' or 'H200-SXM-141GB vllm')."),
     show_rows: bool = typer.Option(False, "--rows", help="List every scored row."),
+    trtllm_adp_balance: str = typer.Option(None, "--trtllm-adp-balance", help="Run the TensorRT-LLM DP-attention "
+                                           "rows with attention-DP balancing, TIMEOUT[,WAIT] or 'default' (as serve "
+                                           "--adp-balance); default off, TensorRT-LLM's default."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Median |error| and signed median of mean TTFT and mean TPOT, overall and per (GPU, engine), and
@@ -28,9 +31,16 @@ def validate_serve_cmd(
     if not path.is_file():
         raise InputError(f"--data {data}: no serving_dev.csv there (give shared/validation or tests/serving_data)",
                          field="data")
-    rows = sv.serving_rows(path, match=only or None)
+    from whichgpu.commands.serve import parse_adp_balance
+
+    balance = parse_adp_balance(trtllm_adp_balance)
+    rows = sv.serving_rows(path, match=only or None, trtllm_adp_balance=balance)
     s = sv.summary(rows)
-    doc: dict[str, Any] = {"summary": s, "assumptions": dict(sv.ASSUMPTIONS),
+    assumptions = dict(sv.ASSUMPTIONS)
+    if balance is not None:
+        assumptions["attention_dp"] = (f"tensorrt-llm DP-attention rows with attention-DP balancing, timeout_iters "
+                                       f"{balance[0]}, batching_wait_iters {balance[1]} (--trtllm-adp-balance)")
+    doc: dict[str, Any] = {"summary": s, "assumptions": assumptions,
                            "not_scored": [{"name": r.name, "reason": r.reason} for r in rows if r.reason],
                            "rows": [r.to_dict() for r in rows if not r.reason]}
     if json_out:

@@ -118,6 +118,9 @@ ASSUMPTIONS = {
                  "TensorRT-LLM and vLLM FP8 rows' TTFTs need it: Llama-3.1-70B FP8 on one H200 measures 449 ms at 32 "
                  "requests, which reserve 295k tokens where a 16-bit cache holds 208k; SGLang's FP8 rows are the model "
                  "makers' own checkpoints, with no KV scheme), else 16-bit",
+    "attention_dp": "tensorrt-llm DP-attention rows without attention-DP balancing (TensorRT-LLM's default, and "
+                    "AIConfigurator's TensorRT-LLM templates set no attention_dp_config); --trtllm-adp-balance "
+                    "TIMEOUT[,WAIT] runs them with it",
     "metric": "mean TTFT and mean TPOT (the source does not say mean or median); one score per measurement_group",
 }
 
@@ -196,9 +199,12 @@ def row_kv_dtype(r: dict[str, str], engine: str) -> str:
     return "fp8" if "fp8" in (r["kv_precision"] or "").lower() or quantised else "auto"
 
 
-def serving_rows(path: Path, limit: int | None = None, match: str | None = None) -> list[ServeScore]:
+def serving_rows(path: Path, limit: int | None = None, match: str | None = None,
+                 trtllm_adp_balance: tuple[int, int] | None = None) -> list[ServeScore]:
     """Score every row of ``serving_dev.csv`` (one per measurement group); `match`: only rows whose
-    name contains it; `limit`: stop after that many scored rows."""
+    name contains it; `limit`: stop after that many scored rows; `trtllm_adp_balance`: the TensorRT-LLM
+    DP-attention rows run with attention-DP balancing at these (timeout_iters, batching_wait_iters)
+    instead of without it (`ASSUMPTIONS`)."""
     from whichgpu.hardware.catalog import load_catalog
     from whichgpu.hardware.system import load_systems
     from whichgpu.serving.model import Setup, build
@@ -231,11 +237,12 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None)
         gid, sid = GPUS[r["gpu"]]
         tp, ep, adp = layout(r)
         kv = row_kv_dtype(r, engine)
-        key = (ZOO[r["hf_model_id"]], gid, sid, tp, ep, PRECISIONS[r["precision"]], kv, engine, adp)
+        balance = trtllm_adp_balance if engine == "tensorrt-llm" and adp > 1 else None
+        key = (ZOO[r["hf_model_id"]], gid, sid, tp, ep, PRECISIONS[r["precision"]], kv, engine, adp, balance)
         try:
             if key not in models:
                 models[key] = build(Setup(key[0], cat.get(gid), systems.get(sid), tp=tp, ep=ep, precision=key[5],
-                                          kv_dtype=kv, engine=engine, attention_dp=adp))
+                                          kv_dtype=kv, engine=engine, attention_dp=adp, adp_balance=balance))
             m = models[key]
             isl, osl, c = int(r["isl"]), int(r["osl"]), int(r["concurrency"])
             if c % adp:

@@ -205,6 +205,9 @@ class Setup:
     mixed_chunk: bool | None = None
     """SGLang's ``--enable-mixed-chunk`` (True: its prefill steps carry the running requests' decode,
     as vLLM's and TensorRT-LLM's always do); None: the engine's default (`PREFILL_FIRST_ENGINES`)."""
+    adp_balance: tuple[int, int] | None = None
+    """TensorRT-LLM's attention-DP balancing (``attention_dp_config: enable_balance: true``) as its
+    (``timeout_iters``, ``batching_wait_iters``); None: off, its default (`scheduler.SchedulerConfig.adp_balance`)."""
 
     @property
     def prefill_first(self) -> bool:
@@ -352,6 +355,8 @@ class ServingModel:
         knobs.setdefault("prefill_first", self.prefill_first)
         knobs.setdefault("sglang_admission", self.setup.engine in RETRACTING_ENGINES)
         knobs.setdefault("chunked_prefill", self.setup.engine not in UNCHUNKED_ENGINES)
+        knobs.setdefault("adp_balance", self.setup.adp_balance)
+        knobs.setdefault("adp_groups", self.setup.attention_dp)
         return SchedulerConfig.from_capacity(capacity, spec=self.setup.spec, **knobs)
 
     def simulate(self, workload: Workload, config: SchedulerConfig, *, decode_runs: bool = True) -> ServingResult:
@@ -458,6 +463,9 @@ def build(setup: Setup) -> ServingModel:
         raise InputError(f"--mixed-chunk is SGLang's choice; {setup.engine} always puts every running request's "
                          "decode in its prefill steps (give --engine sglang, or leave the flag out)", field="mixed_chunk")
     adp = setup.attention_dp
+    if setup.adp_balance is not None and (setup.engine != "tensorrt-llm" or adp < 2):
+        raise InputError("--adp-balance is TensorRT-LLM's attention-DP balancing: give --engine tensorrt-llm and "
+                         f"--attention-dp 2 or more (got {setup.engine}, attention-dp {adp})", field="adp_balance")
     if adp < 1 or tp % adp:
         raise InputError(f"attention data parallelism {adp} must divide the tensor-parallel GPUs ({tp}): each "
                          f"attention group takes tp / attention_dp of them", field="attention_dp")
@@ -608,7 +616,15 @@ def build(setup: Setup) -> ServingModel:
                      + ("; a step prefills (pending chunks, then new requests) or decodes, never both: SGLang's "
                         "prefill-first default (no --enable-mixed-chunk), the decoding requests wait out each prefill"
                         if setup.prefill_first else "; SGLang --enable-mixed-chunk: prefill steps carry the decode"
-                        if setup.engine in PREFILL_FIRST_ENGINES else ""),
+                        if setup.engine in PREFILL_FIRST_ENGINES else "")
+                     + (f"; attention-DP balancing (attention_dp_config enable_balance, timeout_iters "
+                        f"{setup.adp_balance[0]}, batching_wait_iters {setup.adp_balance[1]}): a group admits new "
+                        f"requests only in a step where all {adp} groups have some waiting, or every "
+                        f"{setup.adp_balance[0]} steps, then after {setup.adp_balance[1]} more; the other groups "
+                        "simulated as independent copies of this one (their requests arriving at its rate)"
+                        if setup.adp_balance else
+                        "; no attention-DP balancing (TensorRT-LLM's default: --adp-balance to model it)"
+                        if setup.engine == "tensorrt-llm" and adp > 1 else ""),
         "engine": f"{setup.engine}: " + ("CUDA-graph launches" if eng.graphs else f"{eng.host_op_us:g} us per kernel launch")
                   + f", {cpu * 1e3:g} ms host time per step"
                   + (f" and {eng.step_host_us_per_seq:g} us per running request" if eng.step_host_us_per_seq else "")

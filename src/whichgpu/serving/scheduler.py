@@ -66,6 +66,19 @@ tokens of its progress accumulator (`spec.py`: floor(j x E) after j steps, at le
 never past its answer length); the KV of the accepted tokens is cached, the last sampled token is
 fed next. A prompt's last chunk samples one token as without speculation (TTFT unchanged in kind).
 
+TensorRT-LLM's attention-DP balancing (``SchedulerConfig.adp_balance``; its ``attention_dp_config``
+with ``enable_balance``, off by default, and its executor's ``_balance_adp_requests``): under DP
+attention each step it allgathers every group's scheduled new (context) and decoding requests. If
+every group has new ones, the counter below resets, and while every group also decodes the new ones
+wait ``batching_wait_iters`` more steps, then go; otherwise a counter counts the step, whether or
+not any group waits, and the new requests go only when it reaches ``timeout_iters`` (it resets then)
+or when some group has nothing decoding. One group is simulated (``adp_groups`` of them step
+together); the others are taken as independent copies of it (mean field): after each release each
+other group holds a new request again from a time drawn from an exponential distribution at this
+group's arrival rate over its last `ARRIVAL_WINDOW` requests (seeded), or at once if this group still
+has some left over. Not modelled: the step time's dependence on the other groups' batches (they are
+taken in lockstep with this one, as without balancing).
+
 Pipeline parallelism runs several of these engines side by side (`pipeline.py`); this module
 simulates one.
 
@@ -109,6 +122,8 @@ SGLANG_RATIO_DECAY = (SGLANG_INIT_RATIO - SGLANG_MIN_RATIO) / 600
 """Its fall per decode step (to the floor in ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` 600 steps)."""
 SGLANG_CLIP = 4096
 """Answer tokens SGLang counts per request at most (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``)."""
+ARRIVAL_WINDOW = 32
+"""Requests over which attention-DP balancing measures a group's arrival rate (`_Engine._release`)."""
 SGLANG_RETRACT_STEPS = 20
 """Decode steps of room a retraction frees for the requests left (``retract_decode_steps``)."""
 
@@ -163,6 +178,18 @@ class SchedulerConfig:
     longer than the whole budget is refused (`NoAnswerError`). A preempted request's recomputation
     longer than the budget is still split (the engines that preempt chunk)."""
 
+    adp_balance: tuple[int, int] | None = None
+    """TensorRT-LLM's attention-DP balancing (``attention_dp_config``: ``enable_balance``, its
+    ``timeout_iters`` and ``batching_wait_iters``), as (timeout, wait) steps; None: off, TensorRT-LLM's
+    default. Under DP attention (``adp_groups`` > 1) a group's waiting requests are admitted only in a
+    step where every group has some, or when ``timeout`` steps have passed since the last release
+    (the count runs whether or not any group waits), or when some group has nothing decoding; once
+    every group has some, ``wait`` more steps pass first while all are decoding (module doc)."""
+
+    adp_groups: int = 1
+    """The attention-DP groups stepping together (this engine simulates one; `adp_balance` treats the
+    others as independent copies of it)."""
+
     sglang_admission: bool = False
     """SGLang's admission (room kept for the running requests' remaining answers, ``new_token_ratio``)
     and retraction (the requests with the fewest tokens generated, to the back of the queue) (module
@@ -188,6 +215,17 @@ class SchedulerConfig:
             raise InputError(f"cpu_overhead_s must be >= 0, got {self.cpu_overhead_s}", field="cpu_overhead_s")
         if self.spec is not None and not isinstance(self.spec, SpecDecode):
             raise InputError(f"spec must be a SpecDecode or None, got {self.spec!r}", field="spec")
+        if self.adp_balance is not None:
+            timeout, wait = self.adp_balance
+            if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1 or \
+                    isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
+                raise InputError(f"adp_balance must be (timeout steps >= 1, wait steps >= 0), got {self.adp_balance}",
+                                 field="adp_balance")
+            if self.prefill_first:
+                raise InputError("adp_balance is TensorRT-LLM's and needs its mixed steps (prefill_first off)",
+                                 field="adp_balance")
+        if isinstance(self.adp_groups, bool) or not isinstance(self.adp_groups, int) or self.adp_groups < 1:
+            raise InputError(f"adp_groups must be a whole number >= 1, got {self.adp_groups}", field="adp_groups")
         if self.sglang_admission and self.no_evict:
             raise InputError("sglang_admission and no_evict are two engines' admission rules: pick one",
                              field="sglang_admission")
@@ -348,6 +386,14 @@ class _Engine:
         self.ratio_base = SGLANG_INIT_RATIO  # SGLang's new_token_ratio: its last set value ...
         self.ratio_steps = 0  # ... and the decode steps since, each lowering it (`_ratio`)
         self.retracted = False  # SGLang: this step retracted (it sets the ratio instead of lowering it)
+        self.balance = cfg.adp_balance if cfg.adp_groups > 1 else None
+        if self.balance is not None:  # TensorRT-LLM's attention-DP balancing (`_hold`)
+            self.adp_count = 0  # steps since the last release (timeout_iters' counter)
+            self.adp_waited = 0  # steps waited with every group holding requests (batching_wait_iters')
+            # when each other group next holds a waiting request: all at once in the first burst
+            self.others = np.zeros(cfg.adp_groups - 1)
+            self.seen: deque[float] = deque(maxlen=ARRIVAL_WINDOW)  # when requests reached the scheduler
+            self.rng = np.random.default_rng(0)
         self.decode_run = step_time.decode_run if isinstance(step_time, DecodeRunStepTime) else None
         if spec is not None:  # per-request progress accumulator (spec.py), units per step by drafts
             self.acc = np.zeros(n, np.int64)
@@ -389,6 +435,8 @@ class _Engine:
         arr, i, t, lag = self.arrival, self.next_arrival, self.t, self.lag
         while i < self.sent and arr[i] + lag <= t:
             self.waiting.append(i)
+            if self.balance is not None:
+                self.seen.append(float(arr[i]) + lag)
             i += 1
         self.next_arrival = i
 
@@ -404,7 +452,11 @@ class _Engine:
         adm_ids: list[int] = []
         adm_new: list[int] = []
         if not preempted:
-            self._admit(budget, adm_ids, adm_new)
+            if self.balance is None:
+                self._admit(budget, adm_ids, adm_new)
+            elif not self._hold():
+                self._admit(budget, adm_ids, adm_new)
+                self._release()
         if adm_ids:
             ids = np.concatenate((ids, np.array(adm_ids, np.int64)))
             new = np.concatenate((new, np.array(adm_new, np.int64)))
@@ -413,6 +465,40 @@ class _Engine:
         if ids.size == 0:
             raise RuntimeError("serving simulation scheduled an empty step")  # a bug, never input
         self._execute(ids, new, drafts)
+
+    def _hold(self) -> bool:
+        """TensorRT-LLM's attention-DP balancing (``adp_balance``; its executor's
+        ``_balance_adp_requests``): whether this step admits no waiting request. The other groups are
+        independent copies of this one (mean field): each holds a waiting request from a time drawn
+        after its last release at this group's arrival rate (`_release`), and decodes when this one
+        does."""
+        timeout, wait = self.balance  # type: ignore[misc]
+        decoding = bool(self.running)
+        if self.waiting and self.others.max() <= self.t:  # every group holds a waiting request
+            self.adp_count = 0
+            if decoding and self.adp_waited < wait:
+                self.adp_waited += 1
+                return True
+            self.adp_waited = 0
+            return False
+        self.adp_count += 1
+        if self.adp_count >= timeout or not decoding:
+            self.adp_count = 0
+            return False
+        return True
+
+    def _release(self) -> None:
+        """The groups admitted their waiting requests this step: those that held some (all of them, if
+        this one still has some left over: its budget ran out) hold the next from a time drawn at the
+        arrival rate this group has seen over its last `ARRIVAL_WINDOW` requests."""
+        if self.waiting:
+            return
+        held = self.others <= self.t
+        n = int(held.sum())
+        if n:
+            seen = self.seen
+            span = seen[-1] - seen[0] if len(seen) > 1 else 0.0
+            self.others[held] = self.t + (self.rng.exponential(span / (len(seen) - 1), n) if span > 0 else 0.0)
 
     def _prefill_step(self, budget: int) -> bool:
         """SGLang's prefill-first step (``prefill_first``): the running requests' pending chunks in
@@ -710,6 +796,8 @@ class _Engine:
         full = len(running) >= cfg.max_num_seqs
         if not self.all_decoding:
             return None
+        if self.balance is not None and self.waiting:
+            return None  # attention-DP balancing holds or admits step by step (`_hold`)
         waits = bool(self.waiting) and not (full or self.head_blocked)  # the waiting head may join
         if self.sglang and waits and (self.k or not cfg.prefill_first):
             return None  # SGLang's room changes step by step: its speculative or mixed steps go one at a time
@@ -748,6 +836,10 @@ class _Engine:
         if not self.waiting and not full and self.next_arrival < self.sent:
             # stop after the step during which the next request arrives: it joins the next step
             k = min(k, int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1)
+        if self.balance is not None:  # stop before the balancing counter's timeout: that step releases (`_hold`)
+            k = min(k, self.balance[0] - 1 - self.adp_count)
+            if k <= 0:
+                return None
         # then the most of those whose blocks fit (the same as fitting first: extra() only grows)
         if extra(k) <= self.free:
             fit = k
@@ -769,6 +861,8 @@ class _Engine:
             k = fit
             extra(k)
         self.t += float(cum[k - 1])
+        if self.balance is not None:
+            self.adp_count += k
         self.steps += k
         self.seq_steps += k * ids.size
         self.ratio_steps += k
