@@ -4,7 +4,8 @@ Run: ``python benchmarks/bench_serving_sim.py [--repeat N]``. Simulates 2,000 re
 prompt and ~1,000 answer tokens (answers drawn from 900-1,100) on a vLLM-like engine (256
 sequences, 2,048-token budget, 16-token blocks) with an analytic step time (8 ms + 20 us a token +
 2 ns per cached position a decode reads + attention pairs of prefill), closed loop at several
-concurrencies and Poisson at several rates, and prints the median wall time of ``--repeat`` runs
+concurrencies and Poisson at several rates (and a TensorRT-LLM-like engine, one of 8 attention-DP
+groups, with and without its attention-DP balancing), and prints the median wall time of ``--repeat`` runs
 with what each run simulated. Then the same requests with the performance model's step time, as
 ``whichgpu serve`` runs them: Llama-3.1-8B under vLLM's defaults on one H100 SXM5 (25,594 KV
 blocks) and on one L4 (2,321 blocks: about 18 requests fit, so most are preempted at least once),
@@ -18,6 +19,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -59,6 +61,12 @@ def main() -> None:
     for rate in (1.0, 5.0, 20.0):
         cases.append((f"poisson {rate:g}/s", Workload(lengths, Poisson(rate, seed=1)), roomy))
     cases.append(("poisson 20/s tight KV", Workload(lengths, Poisson(20.0, seed=1)), tight))
+    # TensorRT-LLM-like (whole prompts, no eviction), one of 8 attention-DP groups, without and with
+    # its attention-DP balancing (timeout_iters 50, batching_wait_iters 10): held steps go one at a time
+    trt = SchedulerConfig(num_blocks=200_000, max_num_seqs=256, max_num_batched_tokens=4096, no_evict=True,
+                          chunked_prefill=False, adp_groups=8)
+    for name, cfg in (("trt C=32", trt), ("trt C=32 adp balance", replace(trt, adp_balance=(50, 10)))):
+        cases.append((name, Workload(lengths, ClosedLoop(32)), cfg))
     print("analytic step time (8 ms + 20 us a token + 2 ns per cached position read)")
     _header()
     for name, wl, cfg in cases:

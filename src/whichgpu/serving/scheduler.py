@@ -221,9 +221,9 @@ class SchedulerConfig:
                     isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
                 raise InputError(f"adp_balance must be (timeout steps >= 1, wait steps >= 0), got {self.adp_balance}",
                                  field="adp_balance")
-            if self.prefill_first:
-                raise InputError("adp_balance is TensorRT-LLM's and needs its mixed steps (prefill_first off)",
-                                 field="adp_balance")
+            if self.prefill_first or self.spec is not None:
+                raise InputError("adp_balance is TensorRT-LLM's and needs its mixed steps (prefill_first off), "
+                                 "without speculative decoding", field="adp_balance")
         if isinstance(self.adp_groups, bool) or not isinstance(self.adp_groups, int) or self.adp_groups < 1:
             raise InputError(f"adp_groups must be a whole number >= 1, got {self.adp_groups}", field="adp_groups")
         if self.sglang_admission and self.no_evict:
@@ -796,9 +796,12 @@ class _Engine:
         full = len(running) >= cfg.max_num_seqs
         if not self.all_decoding:
             return None
-        if self.balance is not None and self.waiting:
-            return None  # attention-DP balancing holds or admits step by step (`_hold`)
-        waits = bool(self.waiting) and not (full or self.head_blocked)  # the waiting head may join
+        # attention-DP balancing holding the waiting requests (`_hold`): a run of held steps, until every
+        # group holds new ones (then its batching wait and release go step by step) or the timeout
+        held = self.balance is not None and bool(self.waiting)
+        if held and self.others.max() <= self.t:
+            return None
+        waits = bool(self.waiting) and not (full or self.head_blocked or held)  # the waiting head may join
         if self.sglang and waits and (self.k or not cfg.prefill_first):
             return None  # SGLang's room changes step by step: its speculative or mixed steps go one at a time
         if self.k:
@@ -840,6 +843,8 @@ class _Engine:
             k = min(k, self.balance[0] - 1 - self.adp_count)
             if k <= 0:
                 return None
+            if held:  # and with the steps that start before the other groups all hold new requests
+                k = min(k, 1 + int(cum[:k - 1].searchsorted(self.others.max() - self.t)))
         # then the most of those whose blocks fit (the same as fitting first: extra() only grows)
         if extra(k) <= self.free:
             fit = k
