@@ -619,9 +619,9 @@ def build(setup: Setup) -> ServingModel:
                         if setup.engine in PREFILL_FIRST_ENGINES else "")
                      + (f"; attention-DP balancing (attention_dp_config enable_balance, timeout_iters "
                         f"{setup.adp_balance[0]}, batching_wait_iters {setup.adp_balance[1]}): a group admits new "
-                        f"requests only in a step where all {adp} groups have some waiting, or every "
-                        f"{setup.adp_balance[0]} steps, then after {setup.adp_balance[1]} more; the other groups "
-                        "simulated as independent copies of this one (their requests arriving at its rate)"
+                        f"requests only once all {adp} groups have some waiting ({setup.adp_balance[1]} steps later "
+                        f"while all decode), or when a counter of steps reaches {setup.adp_balance[0]}; the other "
+                        "groups simulated as independent copies of this one (their requests arriving at its rate)"
                         if setup.adp_balance else
                         "; no attention-DP balancing (TensorRT-LLM's default: --adp-balance to model it)"
                         if setup.engine == "tensorrt-llm" and adp > 1 else ""),
