@@ -98,6 +98,8 @@ def test_tensorrt_llm_attention_dp_balancing_holds_new_requests() -> None:
     assert on["tpot_ms"]["mean"] == pytest.approx(off["tpot_ms"]["mean"], rel=0.2)
     assert "no attention-DP balancing" in off["assumptions"]["scheduler"]
     assert "timeout_iters 60, batching_wait_iters 0" in on["assumptions"]["scheduler"]
+    assert off["setup"]["adp_balance"] is None
+    assert on["setup"]["adp_balance"] == {"timeout_iters": 60, "batching_wait_iters": 0}
     # 'default' is TensorRT-LLM's AttentionDpConfig: timeout_iters 50, batching_wait_iters 10
     assert "timeout_iters 50, batching_wait_iters 10" in default["assumptions"]["scheduler"]
 

@@ -110,6 +110,8 @@ def _setup_doc(rep: ServeReport) -> dict[str, Any]:
     c = rep.config
     sp = s.spec
     return {"tp": s.tp, "ep": s.ep, "pp": s.pp, "attention_dp": s.attention_dp,
+            "adp_balance": None if s.adp_balance is None else {"timeout_iters": s.adp_balance[0],
+                                                               "batching_wait_iters": s.adp_balance[1]},
             "speculative": None if sp is None else {"draft_len": sp.draft_len, "acceptance": sp.acceptance,
                                                     "draft_model": sp.draft_model},
             "replicas": rep.replicas, "gpus_per_replica": rep.gpus_per_replica,
