@@ -68,10 +68,10 @@ fed next. A prompt's last chunk samples one token as without speculation (TTFT u
 
 TensorRT-LLM's attention-DP balancing (``SchedulerConfig.adp_balance``; its ``attention_dp_config``
 with ``enable_balance``, off by default, and its executor's ``_balance_adp_requests``): under DP
-attention each step it allgathers every group's scheduled new (context) and decoding requests. If
-every group has new ones, the counter below resets, and while every group also decodes the new ones
-wait ``batching_wait_iters`` more steps, then go; otherwise a counter counts the step, whether or
-not any group waits, and the new requests go only when it reaches ``timeout_iters`` (it resets then)
+attention each step gathers every group's scheduled new (context) and decoding requests. A step
+counter runs at every step, whether or not any group waits. When every group has new requests the
+counter resets and, while every group also decodes, they wait ``batching_wait_iters`` more steps,
+then go; otherwise new requests go only when the counter reaches ``timeout_iters`` (it resets then)
 or when some group has nothing decoding. One group is simulated (``adp_groups`` of them step
 together); the others are taken as independent copies of it (mean field): after each release each
 other group holds a new request again from a time drawn from an exponential distribution at this
@@ -122,10 +122,10 @@ SGLANG_RATIO_DECAY = (SGLANG_INIT_RATIO - SGLANG_MIN_RATIO) / 600
 """Its fall per decode step (to the floor in ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` 600 steps)."""
 SGLANG_CLIP = 4096
 """Answer tokens SGLang counts per request at most (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``)."""
-ARRIVAL_WINDOW = 32
-"""Requests over which attention-DP balancing measures a group's arrival rate (`_Engine._release`)."""
 SGLANG_RETRACT_STEPS = 20
 """Decode steps of room a retraction frees for the requests left (``retract_decode_steps``)."""
+ARRIVAL_WINDOW = 32
+"""Requests over which attention-DP balancing measures a group's arrival rate (`_Engine._release`)."""
 
 
 def sglang_ratio(base: float, steps: int | np.ndarray) -> np.ndarray:
@@ -216,9 +216,9 @@ class SchedulerConfig:
         if self.spec is not None and not isinstance(self.spec, SpecDecode):
             raise InputError(f"spec must be a SpecDecode or None, got {self.spec!r}", field="spec")
         if self.adp_balance is not None:
-            timeout, wait = self.adp_balance
-            if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1 or \
-                    isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
+            ok = isinstance(self.adp_balance, tuple) and len(self.adp_balance) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in self.adp_balance)
+            if not ok or self.adp_balance[0] < 1 or self.adp_balance[1] < 0:
                 raise InputError(f"adp_balance must be (timeout steps >= 1, wait steps >= 0), got {self.adp_balance}",
                                  field="adp_balance")
             if self.prefill_first or self.spec is not None:
@@ -451,11 +451,9 @@ class _Engine:
         self.head_blocked = False
         adm_ids: list[int] = []
         adm_new: list[int] = []
-        if not preempted:
-            if self.balance is None:
-                self._admit(budget, adm_ids, adm_new)
-            elif not self._hold():
-                self._admit(budget, adm_ids, adm_new)
+        if not preempted and (self.balance is None or not self._hold()):
+            self._admit(budget, adm_ids, adm_new)
+            if self.balance is not None:
                 self._release()
         if adm_ids:
             ids = np.concatenate((ids, np.array(adm_ids, np.int64)))
