@@ -297,6 +297,20 @@ def test_serve_takes_expert_parallelism_and_dp_attention(client: TestClient) -> 
         "128", "--output-len", "32")
 
 
+def test_serve_takes_tensorrt_llm_attention_dp_balancing(client: TestClient) -> None:
+    args = ("qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--ep", "2", "--attention-dp", "2", "--engine", "trtllm",
+            "--adp-balance", "20,2", "--concurrency", "8", "--input-len", "128", "--output-len", "32", "--requests", "40")
+    doc = get(client, "serve", model="qwen3-30b-a3b", gpu="h100", tp="2", ep="2", attention_dp="2", engine="trtllm",
+              adp_balance="20,2", concurrency="8", input_len="128", output_len="32", requests="40")
+    assert without(doc, "sweep", "answer", "reason") == cli_json("serve", *args)
+    assert doc["setup"]["adp_balance"] == {"timeout_iters": 20, "batching_wait_iters": 2}
+    bad = {"model": "qwen3-30b-a3b", "gpu": "h100", "tp": "2", "ep": "2", "attention_dp": "2", "engine": "trtllm",
+           "adp_balance": "twenty", "rate": "1", "input_len": "128", "output_len": "32"}
+    assert error_of(client, "serve", **bad) == cli_error(
+        "serve", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--ep", "2", "--attention-dp", "2", "--engine",
+        "trtllm", "--adp-balance", "twenty", "--rate", "1", "--input-len", "128", "--output-len", "32")
+
+
 def test_serve_with_unreachable_slos_answers_no(client: TestClient) -> None:
     doc = get(client, "serve", **SERVE, slo_tpot_ms="0.01")
     assert doc["answer"] == "no" and doc["reason"].startswith("no request rate meets TPOT P90 <= 0.01 ms")

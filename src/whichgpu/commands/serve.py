@@ -126,7 +126,7 @@ def serve_cmd(
     rep = serve_run(
         model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, spec_draft_len=spec_draft_len,
         spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine,
-        mixed_chunk=mixed_chunk, adp_balance=parse_adp_balance(adp_balance), concurrency=concurrency,
+        mixed_chunk=mixed_chunk, adp_balance=adp_balance, concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
         output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
@@ -185,7 +185,7 @@ def serve_run(
     attention_dp: int = 1,
     spec_draft_len: int | None = None, spec_acceptance: float | None = None, spec_draft_model: str | None = None,
     replicas: int = 1,
-    engine: str = "vllm", mixed_chunk: bool | None = None, adp_balance: tuple[int, int] | None = None,
+    engine: str = "vllm", mixed_chunk: bool | None = None, adp_balance: str | tuple[int, int] | None = None,
     concurrency: int | None = None, rate: float | None = None,
     input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
@@ -216,6 +216,8 @@ def serve_run(
 
     # ---- the question, checked ----
     engine = serving_engine(engine)  # its profile's aliases too (trtllm, trt-llm)
+    if isinstance(adp_balance, str):
+        adp_balance = parse_adp_balance(adp_balance)
     if (concurrency is None) == (rate is None):
         raise InputError("give exactly one of --concurrency (closed loop) or --rate (Poisson arrivals)",
                          field="concurrency")

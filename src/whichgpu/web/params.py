@@ -147,6 +147,7 @@ SERVE: dict[str, Param] = {
     "spec_draft_model": _s("--spec-draft-model"),
     "replicas": _i("--replicas", serve_cmd.REPLICAS),
     "engine": _s("--engine"),
+    "adp_balance": _s("--adp-balance"),
     "concurrency": _i("--concurrency", serve_cmd.CONCURRENCY),
     "rate": _f("--rate", serve_cmd.RATE),
     "input_len": _i("--input-len", limits.SEQ_LEN),
