@@ -209,8 +209,8 @@ def test_serves_packaged_accuracy_figures_are_todays(rows: list[sv.ServeScore]) 
 
 
 def test_tensorrt_llm_attention_dp_rows_with_balancing() -> None:
-    # The TensorRT-LLM DP-attention rows measure TTFTs of 1-9 s where the engine without attention-DP
-    # balancing (its default, and what AIConfigurator's templates leave) gives 0.2-3.5 s; with
+    # The 15 TensorRT-LLM `tp1 adp` rows measure TTFTs of 1.1-8.9 s where the engine without attention-DP
+    # balancing (its default, and what AIConfigurator's templates leave) gives 0.2-3.4 s; with
     # balancing at TensorRT-LLM's own AttentionDpConfig defaults (timeout_iters 50, batching_wait_iters
     # 10: validate-serve --trtllm-adp-balance default) they come within reach, TPOT a little closer too.
     # Which setting the runs used the rows do not say: the scored figures keep the default (off).
