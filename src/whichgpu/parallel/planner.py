@@ -641,11 +641,12 @@ def stage_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...],
     weight-gradient passes pending, counted along the schedule's order (`schedule.order_peaks`).
     The counts depend on the order, not on the times, and stop growing once the steady state is
     reached, within 2p micro-batches (GPipe excepted: it holds all m); a run of min(m, 2p) gives
-    them (tests check this against full simulations)."""
+    them, and for ZB-V, which admits at most p micro-batches per rank, a run of min(m, p) (tests check
+    this against full simulations)."""
     if schedule == "gpipe":
         return tuple(m for _ in range(p)), tuple(0 for _ in range(p))
-    mm = min(m, 2 * p)
-    if schedule in ("interleaved-1f1b", "zb-v") and mm != m:
+    mm = min(m, p if schedule == "zb-v" else 2 * p)
+    if schedule == "interleaved-1f1b" and mm != m:
         mm = max(p, mm - mm % p)
     from whichgpu.parallel.schedule import order_peaks
 
