@@ -36,11 +36,7 @@ def validate_serve_cmd(
     balance = parse_adp_balance(trtllm_adp_balance)
     rows = sv.serving_rows(path, match=only or None, trtllm_adp_balance=balance)
     s = sv.summary(rows)
-    assumptions = dict(sv.ASSUMPTIONS)
-    if balance is not None:
-        assumptions["attention_dp"] = (f"tensorrt-llm DP-attention rows with attention-DP balancing, timeout_iters "
-                                       f"{balance[0]}, batching_wait_iters {balance[1]} (--trtllm-adp-balance)")
-    doc: dict[str, Any] = {"summary": s, "assumptions": assumptions,
+    doc: dict[str, Any] = {"summary": s, "assumptions": sv.assumptions(balance),
                            "not_scored": [{"name": r.name, "reason": r.reason} for r in rows if r.reason],
                            "rows": [r.to_dict() for r in rows if not r.reason]}
     if json_out:

@@ -125,6 +125,16 @@ ASSUMPTIONS = {
 }
 
 
+def assumptions(trtllm_adp_balance: tuple[int, int] | None = None) -> dict[str, str]:
+    """`ASSUMPTIONS` as `serving_rows` ran with ``trtllm_adp_balance``."""
+    out = dict(ASSUMPTIONS)
+    if trtllm_adp_balance is not None:
+        out["attention_dp"] = (f"tensorrt-llm DP-attention rows with attention-DP balancing, timeout_iters "
+                               f"{trtllm_adp_balance[0]}, batching_wait_iters {trtllm_adp_balance[1]} "
+                               "(--trtllm-adp-balance)")
+    return out
+
+
 @dataclass
 class ServeScore:
     name: str
