@@ -88,6 +88,16 @@ def test_gpu_filter_keeps_the_systems_of_that_gpu_and_names_its_default() -> Non
     assert res.exit_code == 0 and "* default system for h100-sxm5-80gb: dgx-h100" in res.stdout
 
 
+def test_systems_with_measured_all_reduce_times_say_so() -> None:
+    res = run("--gpu", "a100-sxm4-80gb")
+    assert res.exit_code == 0
+    assert "dgx-a100: NCCL all-reduce times measured on it for 2, 4, 8 GPUs, 1-256 MiB" in " ".join(res.stdout.split())
+    doc = run_json("--gpu", "a100-sxm4-80gb")
+    tables = doc["default_system"]["measured_allreduce"]
+    assert [t["gpus"] for t in tables] == [2, 4, 8] and all(len(t["sizes_bytes"]) == len(t["times_us"]) for t in tables)
+    assert "measured on it" not in run("--gpu", "h100-sxm5-80gb").stdout
+
+
 def test_gpu_filter_for_a_pcie_card_lists_generic_systems_and_a_synthesised_default() -> None:
     doc = run_json("--gpu", "l40s")
     assert set(ids(doc)) == {"pcie-server-8gpu", "workstation-1gpu", "workstation-2gpu", "workstation-4gpu"}

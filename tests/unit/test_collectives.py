@@ -1,7 +1,10 @@
 """All-reduce algorithms: ring, tree (across nodes) and NVLS (switched NVLink 4/5 domains), the
-fastest of which NCCL runs; NVLS factors from the measured bus bandwidths in kernels.csv."""
+fastest of which NCCL runs; NVLS factors from the measured bus bandwidths in kernels.csv; and the
+all-reduce times a system file carries where they were measured on that machine."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -12,6 +15,7 @@ from whichgpu.parallel.comm import (
     all_to_all_time,
     allreduce_time,
     collective_time,
+    measured_allreduce_s,
     node_link,
     nvls_speedup,
     ring_allreduce_cap,
@@ -37,7 +41,8 @@ def test_allreduce_inside_a_node_takes_nvls_where_it_exists(systems) -> None:  #
     p = load_params()
     big = 4e9
     for sid, algo in (("dgx-h100", "NVLS"), ("dgx-a100", "ring")):
-        s = systems.get(sid)
+        # (the DGX A100 without its measured all-reduce tables: the analytic model's choice)
+        s = dataclasses.replace(systems.get(sid), measured_allreduce=())
         link = ring_link(s, 8, p)
         t, got = allreduce_time(big, 8, link, 1e9, s)
         ring = 2 * 7 / 8 * big / link.bytes_per_s
@@ -156,3 +161,70 @@ def test_context_parallel_hops_across_nodes_take_one_gpus_rail(systems) -> None:
     assert ring_link(h, 8, p, span=16).bytes_per_s == pytest.approx(4 * rail)
     # inside a node: the scale-up link, as a ring's
     assert neighbour_link(h, 4, p, span=8).bytes_per_s == node_link(h, 4, p).bytes_per_s
+
+
+MIB = 2**20
+
+
+def test_measured_all_reduce_times_stand_in_for_the_link_model_where_measured(systems) -> None:  # type: ignore[no-untyped-def]
+    a100, h100, params = systems.get("dgx-a100"), systems.get("dgx-h100"), load_params()
+    # at a measured size the measured time (dgx-a100.toml: vTrain's nccl-tests tables); between two, linear
+    assert measured_allreduce_s(a100, 2, 8 * MIB) == pytest.approx(86.9e-6)
+    assert measured_allreduce_s(a100, 8, 12 * MIB) == pytest.approx((134.3 + 232.4) / 2 * 1e-6)
+    # below the smallest size the smallest's time; above the largest the last segment's rate
+    assert measured_allreduce_s(a100, 4, 1000) == pytest.approx(51.4e-6)
+    assert measured_allreduce_s(a100, 2, 512 * MIB) == pytest.approx((1455.8 + 256 * (1455.8 - 763.6) / 128) * 1e-6)
+    # no table for the group size or the system: None, the analytic model stands
+    assert measured_allreduce_s(a100, 3, 8 * MIB) is None and measured_allreduce_s(h100, 8, 8 * MIB) is None
+    # the analytic model's time is a quarter to four fifths of the measured one at tensor-parallel sizes
+    for n in (2, 4, 8):
+        for size in (2, 8, 32):
+            ratio = collective_time("all_reduce", size * MIB, n, a100, params) / measured_allreduce_s(a100, n, size * MIB)
+            assert 0.25 < ratio < 0.85, (n, size, ratio)
+    # data-parallel all-reduces inside one node take them per bucket; not with peer-to-peer off, nor across nodes
+    link = node_link(a100, 8, params)
+    t, algo = allreduce_time(64 * MIB, 8, link, 16 * MIB, a100)
+    assert algo == "measured" and t == pytest.approx(4 * 232.4e-6)
+    assert allreduce_time(64 * MIB, 8, link, 16 * MIB, a100, p2p=False)[1] != "measured"
+    assert allreduce_time(64 * MIB, 8, ring_link(a100, 8, params, span=16), 16 * MIB, a100, span=16)[1] != "measured"
+
+
+def test_planner_and_step_model_time_a100_all_reduces_from_the_measured_tables(systems) -> None:  # type: ignore[no-untyped-def]
+    from whichgpu.hardware.catalog import load_catalog
+    from whichgpu.measure.planner_validate import gpt_args
+    from whichgpu.parallel.comm import allreduce
+    from whichgpu.parallel.plan import Plan
+    from whichgpu.parallel.planner import Context, Job, evaluate
+
+    a100 = systems.get("dgx-a100")
+    bare = dataclasses.replace(a100, measured_allreduce=())
+    gpu = load_catalog().get("a100-sxm4-80gb")
+    plan = Plan(tp=2, dp=4, micro_batch=2, grad_accum=2, recompute="full", sharding="ddp", comm_overlap=False,
+                engine="megatron")
+    out = {}
+    for s in (a100, bare):
+        job = Job("gpt", gpt_args(2048, 4, 16, 50257, 1024), gpu, s, 8, 16, 1024, "fp16", "unfused", "fp16")
+        out[s is a100] = evaluate(Context.make(job), plan)
+    # 4 layers x 3 passes (full recomputation) x 2 all-reduces x 2 micro-batches of 2 x 1024 x 2048 x 2 bytes = 8 MiB
+    assert out[True].comm_total["tp"] == pytest.approx(4 * 3 * 2 * 2 * 86.9e-6)
+    assert out[True].comm_total["tp"] > 1.7 * out[False].comm_total["tp"]
+    assert "measured on dgx-a100" in out[True].assumptions["tensor_parallel"]
+    assert "measured" not in out[False].assumptions["tensor_parallel"]
+    # the single-GPU step model's data-parallel all-reduce too (its buckets)
+    ddp = Plan(dp=8, bucket_mb=25.0)
+    got = allreduce(400e6, a100, ddp, load_params(), 0.0)
+    assert got.total_s == pytest.approx(16 * measured_allreduce_s(a100, 8, 25e6)) and "measured" in got.link
+    assert allreduce(400e6, bare, ddp, load_params(), 0.0).total_s < got.total_s
+
+
+def test_reduce_scatter_and_all_gather_take_half_the_measured_all_reduce(systems) -> None:  # type: ignore[no-untyped-def]
+    from whichgpu.parallel.sharding import ring_collective
+
+    a100, params = systems.get("dgx-a100"), load_params()
+    link = node_link(a100, 8, params)
+    # NCCL's ring all-reduce is a reduce-scatter then an all-gather of the buffer: each half its time
+    assert ring_collective(64 * MIB, 8, link, 16 * MIB, a100) == pytest.approx(4 * 232.4e-6 / 2)
+    analytic = ring_collective(64 * MIB, 8, link, 16 * MIB)
+    assert analytic == ring_collective(64 * MIB, 8, link, 16 * MIB, a100, p2p=False)
+    assert analytic == ring_collective(64 * MIB, 8, link, 16 * MIB, a100, span=16)  # across nodes: the link model
+    assert analytic < ring_collective(64 * MIB, 8, link, 16 * MIB, a100)

@@ -94,18 +94,19 @@ def test_vtrain_iteration_time() -> None:
     s = pv.summary(rows)
     assert s["rows"] == 1440
     assert s["median"] <= 0.12  # the issue's target
-    assert s["median"] <= 0.07 and s["p90"] <= 0.20 and abs(s["signed"]) <= 0.03  # guards: 6.2 / 19.3 / +0.7 %
+    assert s["median"] <= 0.07 and s["p90"] <= 0.20 and abs(s["signed"]) <= 0.03  # guards: 6.3 / 18.6 / -1.5 %
     by: dict[str, list[pv.Scored]] = defaultdict(list)
     for r in rows:
         by[r.group].append(r)
     for g, v in by.items():
         assert pv.summary(v)["median"] <= 0.12, g
-    # regression guard: 110 of 144 today (target: all; 92 while tensor-parallel all-reduces were
-    # added after the host-bound passes instead of running in their slack). The misses are h2048
+    # regression guard: 120 of 144 today (target: all; 92 while tensor-parallel all-reduces were
+    # added after the host-bound passes instead of running in their slack, 110 while they took the
+    # analytic link model's time instead of the DGX A100's measured one). The misses are h2048
     # layout families the kernel and collective model does not separate: at micro-batch 2, tp4 runs
     # 2.8 ms per layer and tp2 4.7-5.0 ms, where h1024 runs both at 3.3-3.7 ms (see the README's
     # planner accuracy section)
-    assert sum(p["miss"] <= 0.05 for p in picks) >= 105
+    assert sum(p["miss"] <= 0.05 for p in picks) >= 116
     assert sorted(p["miss"] for p in picks)[len(picks) // 2] <= 0.05
 
 

@@ -91,6 +91,22 @@ class ScaleOut:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MeasuredAllReduce:
+    """NCCL all-reduce times measured on this system for one group size (nccl-tests
+    all_reduce_perf, out of place): what its collectives take at the sizes measured, in place of
+    the analytic link model (parallel/comm.py ``measured_allreduce_s``)."""
+
+    gpus: int
+    """GPUs in the all-reduce (all in one node)."""
+    sizes_bytes: tuple[float, ...]
+    """Message sizes, bytes, increasing."""
+    times_us: tuple[float, ...]
+    """Time of one all-reduce at each size, microseconds."""
+    source: str
+    """Where the times come from (the measurement, its date or commit)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class System:
     """A machine GPUs run in: a node type, its links, and where each figure comes from."""
 
@@ -123,6 +139,8 @@ class System:
     """The file it was loaded from; "" when synthesised."""
     overridden_by: tuple[str, ...] = ()
     """User files that changed it."""
+    measured_allreduce: tuple[MeasuredAllReduce, ...] = ()
+    """NCCL all-reduce times measured inside one node, one table per group size (``[[measured_allreduce]]``)."""
 
     def source_of(self, key: str) -> str:
         """Source of a figure: the most specific of [sources] 'section.field', 'section', 'default'."""
@@ -155,6 +173,8 @@ class System:
             "pcie": dict(vars(self.pcie)),
             "scaleout": None if self.scaleout is None else dict(vars(self.scaleout)),
             "default_for": list(self.default_for), "aliases": list(self.aliases), "notes": self.notes,
+            "measured_allreduce": [{"gpus": m.gpus, "sizes_bytes": list(m.sizes_bytes), "times_us": list(m.times_us),
+                                    "source": m.source} for m in self.measured_allreduce],
             "sources": {k: self.source_of(k) for k in self.figures()},
             "file": self.path, "overridden_by": list(self.overridden_by),
         }

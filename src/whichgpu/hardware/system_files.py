@@ -40,6 +40,7 @@ from whichgpu.hardware.system import (
     SCALEUP_GENERATIONS,
     SCHEMA,
     SYSTEMS_DIR,
+    MeasuredAllReduce,
     Pcie,
     ScaleOut,
     ScaleUp,
@@ -129,7 +130,47 @@ def _check_sources(path: str, value: Any) -> None:
             raise CatalogError(path, f"sources.{skey}", "expected a non-empty string (URL or document)")
 
 
-SYSTEM_FILE = FileSchema(TOP_FIELDS, SECTIONS, _check, tables={"sources": _check_sources},
+MEASURED_ALLREDUCE_KEYS = ("gpus", "sizes_bytes", "times_us", "source")
+
+
+def _check_measured_allreduce(path: str, value: Any) -> None:
+    """``[[measured_allreduce]]``: per table a group size (2 or more GPUs, each size once), message
+    sizes in bytes strictly increasing, as many times in microseconds, all finite and > 0, and a
+    source."""
+    if not isinstance(value, list):
+        raise CatalogError(path, "measured_allreduce", "expected an array of tables [[measured_allreduce]]")
+    seen: set[int] = set()
+    for i, m in enumerate(value):
+        name = f"measured_allreduce[{i}]"
+        if not isinstance(m, dict):
+            raise CatalogError(path, name, "expected a table with " + ", ".join(MEASURED_ALLREDUCE_KEYS))
+        for key in m:
+            if key not in MEASURED_ALLREDUCE_KEYS:
+                raise CatalogError(path, f"{name}.{key}", "unknown field; valid: " + ", ".join(MEASURED_ALLREDUCE_KEYS))
+        for key in MEASURED_ALLREDUCE_KEYS:
+            if key not in m:
+                raise CatalogError(path, f"{name}.{key}", "required field is missing")
+        g = m["gpus"]
+        if isinstance(g, bool) or not isinstance(g, int) or not 2 <= g <= 100_000 or g in seen:
+            raise CatalogError(path, f"{name}.gpus", f"expected a whole number of GPUs from 2, once per group size, got {g!r}")
+        seen.add(g)
+        for key, unit in (("sizes_bytes", "bytes"), ("times_us", "us")):
+            xs = m[key]
+            if (not isinstance(xs, list) or len(xs) < 2
+                    or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 < x < 1e15
+                               for x in xs)):
+                raise CatalogError(path, f"{name}.{key}", f"expected a list of at least 2 numbers > 0 ({unit}), got {xs!r}")
+        if len(m["times_us"]) != len(m["sizes_bytes"]):
+            raise CatalogError(path, f"{name}.times_us", f"expected one time per size ({len(m['sizes_bytes'])}), "
+                               f"got {len(m['times_us'])}")
+        if any(b <= a for a, b in zip(m["sizes_bytes"], m["sizes_bytes"][1:], strict=False)):
+            raise CatalogError(path, f"{name}.sizes_bytes", "expected sizes in increasing order, each once")
+        if not isinstance(m["source"], str) or not m["source"].strip():
+            raise CatalogError(path, f"{name}.source", "expected a non-empty string (the measurement: URL or document)")
+
+
+SYSTEM_FILE = FileSchema(TOP_FIELDS, SECTIONS, _check, tables={"sources": _check_sources,
+                                                                "measured_allreduce": _check_measured_allreduce},
                          required_sections=("pcie",), optional_sections=OPTIONAL_SECTIONS)
 
 
@@ -158,6 +199,10 @@ def validate_raw(path: str, raw: Raw, partial: bool = False) -> None:
     SYSTEM_FILE.check_complete(path, raw)
     if not _ID.fullmatch(raw["id"]):
         raise CatalogError(path, "id", f"expected lowercase letters, digits, '-' or '.', got {raw['id']!r}")
+    for i, m in enumerate(raw.get("measured_allreduce", ())):
+        if m["gpus"] > raw["gpus_per_node"]:
+            raise CatalogError(path, f"measured_allreduce[{i}].gpus", f"expected at most the node's {raw['gpus_per_node']} "
+                               f"GPUs (times measured inside one node), got {m['gpus']}")
     for fig in _figure_paths(raw):
         if not _lookup(raw.get("sources", {}), fig):
             raise CatalogError(path, f"sources.{fig}", f"no source for this figure; add \"{fig}\" = "
@@ -226,6 +271,10 @@ def _build(entry: Entry, catalog: Catalog) -> System:
         sources={str(k): str(v) for k, v in raw.get("sources", {}).items()},
         notes=raw.get("notes", ""), default_for=default_for, aliases=tuple(raw.get("aliases", ())),
         path=entry.path, overridden_by=entry.overridden_by,
+        measured_allreduce=tuple(
+            MeasuredAllReduce(gpus=m["gpus"], sizes_bytes=tuple(float(x) for x in m["sizes_bytes"]),
+                              times_us=tuple(float(x) for x in m["times_us"]), source=m["source"])
+            for m in raw.get("measured_allreduce", ())),
     )
 
 

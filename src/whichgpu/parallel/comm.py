@@ -20,6 +20,7 @@ Reduce-scatter and all-gather (ZeRO, FSDP, sequence parallelism) run as rings.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -158,14 +159,40 @@ def neighbour_link(system: System, gpus: int, params: PerfParams, p2p: bool = Tr
     return ring_link(system, gpus, params, p2p, span, striped=False)
 
 
+def measured_allreduce_s(system: System, gpus: int, nbytes: float) -> float | None:
+    """Seconds of one NCCL all-reduce of `nbytes` over `gpus` GPUs of one node of `system` from the
+    times measured on it (``System.measured_allreduce``, nccl-tests), or None where none were
+    measured for that group size. Between two measured sizes the time is interpolated linearly
+    (a latency plus bytes over a bandwidth, segment by segment); below the smallest it is the
+    smallest's time (latency-bound there: no faster than measured); above the largest it grows at
+    the last segment's rate. The times stand for the algorithm and protocol NCCL chose on that
+    machine, whatever the analytic model would pick."""
+    if nbytes <= 0 or gpus <= 1:
+        return None
+    m = next((t for t in system.measured_allreduce if t.gpus == gpus), None)
+    if m is None:
+        return None
+    xs, ys = m.sizes_bytes, m.times_us
+    if nbytes <= xs[0]:
+        return ys[0] * 1e-6
+    i = min(len(xs) - 1, bisect.bisect_left(xs, nbytes))
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return (y0 + (nbytes - x0) * (y1 - y0) / (x1 - x0)) * 1e-6
+
+
 def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, system: System,
-                   span: int | None = None) -> tuple[float, str]:
+                   span: int | None = None, p2p: bool = True) -> tuple[float, str]:
     """(seconds, algorithm) of an all-reduce of `nbytes` in buckets of `bucket_bytes` over a ring
     of `gpus` GPUs placed over `span` GPUs of `system`, bottlenecked by `link`: the fastest of ring,
-    tree (across nodes) and NVLS (inside a switched NVLink domain)."""
+    tree (across nodes) and NVLS (inside a switched NVLink domain), or inside one node the times
+    measured on the system where it has them (`measured_allreduce_s`; not with peer-to-peer off)."""
     if nbytes <= 0 or gpus <= 1:
         return 0.0, "none"
     buckets = max(1, math.ceil(nbytes / bucket_bytes))
+    if p2p and max(span or gpus, gpus) <= system.gpus_per_node:
+        one = measured_allreduce_s(system, gpus, nbytes / buckets)
+        if one is not None:
+            return one * buckets, "measured"
     moved = 2.0 * (gpus - 1) / gpus * nbytes / link.bytes_per_s
     best = (moved + 2 * (gpus - 1) * link.step_latency_s * buckets, "ring")
     span = max(span or gpus, gpus)
@@ -241,12 +268,19 @@ def allreduce(nbytes: float, system: System, plan: Plan, params: PerfParams, bac
     link = dp_link(system, plan, params)
     bw = link.bytes_per_s
     factor = 2.0 * (n - 1) / n
-    buckets = max(1, math.ceil(nbytes / (plan.bucket_mb * 1e6)))
-    lat = link.step_latency_s * 2 * (n - 1) * buckets
-    total = factor * nbytes / bw + lat
-    last = factor * min(nbytes, plan.bucket_mb * 1e6) / bw + lat / buckets
+    bucket = plan.bucket_mb * 1e6
+    buckets = max(1, math.ceil(nbytes / bucket))
+    one = measured_allreduce_s(system, n, nbytes / buckets) if plan.p2p and plan.gpus <= system.gpus_per_node else None
+    if one is not None:  # measured on this system (nccl-tests): per bucket
+        total, last = one * buckets, measured_allreduce_s(system, n, min(nbytes, bucket)) or one
+        bw = factor * nbytes / total
+    else:
+        lat = link.step_latency_s * 2 * (n - 1) * buckets
+        total = factor * nbytes / bw + lat
+        last = factor * min(nbytes, bucket) / bw + lat / buckets
     if plan.comm_overlap:
         exposed = max(last, total - params.ddp_overlap * backward_s)
     else:
         exposed = total
-    return CommEstimate(total, min(exposed, total), bw / 1e9, link.text, nbytes)
+    text = link.text + (" (all-reduce times measured on the system, nccl-tests)" if one is not None else "")
+    return CommEstimate(total, min(exposed, total), bw / 1e9, text, nbytes)

@@ -43,6 +43,7 @@ from whichgpu.parallel.comm import (
     all_to_all_time,
     allreduce_time,
     collective_time,
+    measured_allreduce_s,
     neighbour_link,
     node_link,
     nvls_speedup,
@@ -393,8 +394,14 @@ def score(ctx: Context, plan: Plan) -> Scored:
     cp_span = plan.tp * plan.cp
     cp_link = neighbour_link(system, plan.cp, params, plan.p2p, span=cp_span) if plan.cp > 1 else None
 
+    tp_measured = plan.tp > 1 and plan.p2p and any(m.gpus == plan.tp for m in system.measured_allreduce)
+
     def tp_coll(nbytes: float) -> float:
-        return collective_time("all_reduce", nbytes, plan.tp, system, params) if plan.tp > 1 else 0.0
+        if plan.tp <= 1:
+            return 0.0
+        if tp_measured:  # NCCL's all-reduce as measured on this system (sequence parallel: its two halves)
+            return measured_allreduce_s(system, plan.tp, nbytes) or 0.0
+        return collective_time("all_reduce", nbytes, plan.tp, system, params)
 
     def ring_pass(nbytes: float, link: Link | None, n: int) -> float:
         if link is None or n <= 1:
@@ -616,7 +623,9 @@ def score(ctx: Context, plan: Plan) -> Scored:
                 "context_parallel": (f"{plan.cp} ranks pass K/V around a ring (slowest hop: {cp_link.text}), overlapped "
                                      "with the attention kernels") if cp_link is not None else "none",
                 "tensor_parallel": (f"{plan.tp} GPUs over {tp_link.text if tp_link else ''}, 2 collectives per layer per pass"
-                                    + (", sequence parallel" if plan.sequence_parallel
+                                    + (", sequence parallel" if plan.sequence_parallel else "")
+                                    + (f", NCCL all-reduce times measured on {system.id} (nccl-tests)" if tp_measured
+                                       else "" if plan.sequence_parallel
                                        else ", NVLS all-reduce" if nvls_speedup(system, plan.tp) > 1 else ", ring all-reduce")
                                     + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
                 if plan.tp > 1 else "none",
@@ -721,8 +730,10 @@ def _dp_comm(ctx: Context, plan: Plan, n: float, ex: float, b_s: list[float], w_
         # Megatron's gradient buckets: max(40M, 1M x dp) parameters (--ddp-bucket-size default)
         bucket = max(plan.bucket_mb * 1e6, max(40e6, 1e6 * dp) * ctx.grad_bytes)
 
+    span = plan.tp * plan.cp * dp
+
     def coll(nbytes: float, n_: int, lk: Link) -> float:
-        return ring_collective(nbytes, n_, lk, bucket)
+        return ring_collective(nbytes, n_, lk, bucket, system, plan.p2p, span)
 
     backward_last = max(b + w for b, w in zip(b_s, w_s, strict=True))
     if plan.sharding in FULL_SHARD:
@@ -731,10 +742,9 @@ def _dp_comm(ctx: Context, plan: Plan, n: float, ex: float, b_s: list[float], w_
         window = max(f + b + w for f, b, w in zip(f_s, b_s, w_s, strict=True))
         exposed = max(coll(min(p16, bucket), dp, link), per_micro - OVERLAP * window) * m
         return per_micro * m, min(exposed, per_micro * m), f"{plan.sharding_label} over {dp} GPUs, {link.text}"
-    span = plan.tp * plan.cp * dp
     if plan.sharding == "ddp":  # all-reduce: NCCL's fastest of ring, tree and NVLS
-        total, algo = allreduce_time(grads, dp, link, bucket, system, span)
-        last = allreduce_time(min(grads, bucket), dp, link, bucket, system, span)[0]
+        total, algo = allreduce_time(grads, dp, link, bucket, system, span, plan.p2p)
+        last = allreduce_time(min(grads, bucket), dp, link, bucket, system, span, plan.p2p)[0]
     else:  # reduce-scatter the gradients, all-gather the updated 16-bit parameters (rings)
         total, algo = coll(grads, dp, link) + coll((n - ex) * min(ctx.param_bytes, 2.0), dp, link), "ring"
         last = coll(min(grads, bucket), dp, link)

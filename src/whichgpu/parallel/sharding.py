@@ -32,7 +32,14 @@ import math
 from typing import TYPE_CHECKING
 
 from whichgpu.hardware.system import System
-from whichgpu.parallel.comm import CommEstimate, Link, dp_link, node_link, ring_link
+from whichgpu.parallel.comm import (
+    CommEstimate,
+    Link,
+    dp_link,
+    measured_allreduce_s,
+    node_link,
+    ring_link,
+)
 from whichgpu.parallel.plan import FULL_SHARD, LABELS, Plan
 from whichgpu.workload.precision import POLICIES
 from whichgpu.workload.trace import Trace
@@ -60,12 +67,20 @@ def gathered_param_bytes(trace: Trace) -> float:
     return trace.params * (pol.gathered_param_bytes if pol is not None else 4.0)
 
 
-def ring_collective(nbytes: float, gpus: int, link: Link, bucket_bytes: float) -> float:
+def ring_collective(nbytes: float, gpus: int, link: Link, bucket_bytes: float, system: System | None = None,
+                    p2p: bool = True, span: int | None = None) -> float:
     """One ring reduce-scatter or all-gather: (n-1)/n of the buffer over the bus, n-1 latency
-    steps per bucket."""
+    steps per bucket. Inside one node of a `system` whose file carries measured all-reduce times
+    for the group (`measured_allreduce_s`; the ranks placed over `span` GPUs), half the measured
+    all-reduce of the same buffer per bucket: NCCL's ring all-reduce is a reduce-scatter and an
+    all-gather of it, each half the traffic and the steps."""
     if nbytes <= 0 or gpus <= 1:
         return 0.0
     buckets = max(1, math.ceil(nbytes / bucket_bytes))
+    if system is not None and p2p and max(span or gpus, gpus) <= system.gpus_per_node:
+        one = measured_allreduce_s(system, gpus, nbytes / buckets)
+        if one is not None:
+            return buckets * one / 2.0
     return (gpus - 1) / gpus * nbytes / link.bytes_per_s + link.step_latency_s * (gpus - 1) * buckets
 
 
@@ -87,7 +102,7 @@ def sharded_comm(trace: Trace, grad_elem_bytes: float, system: System, plan: Pla
     bucket = plan.bucket_mb * 1e6
 
     def coll(nbytes: float) -> float:
-        return ring_collective(nbytes, group, link, bucket)
+        return ring_collective(nbytes, group, link, bucket, system, plan.p2p, group if hybrid else plan.gpus)
 
     def exposed(total: float, window: float, nbytes: float) -> float:
         last = coll(min(nbytes, bucket))  # the last bucket / unit cannot hide behind anything

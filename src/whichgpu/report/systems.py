@@ -75,4 +75,11 @@ def print_table(systems: list[System], default: System | None = None, wide: bool
             f"{default.gpus_per_node} per node, PCIe {cells[2]}, scale-up {cells[3]}"
             + (f" {cells[4]} GB/s over {cells[5]} GPUs" if default.scaleup else "")
             + f", scale-out {cells[6]} {cells[7]} GB/s per GPU")
+    for s in systems:
+        if s.measured_allreduce:
+            sizes = [x for m in s.measured_allreduce for x in m.sizes_bytes]
+            say(f"{s.id}: NCCL all-reduce times measured on it for "
+                + ", ".join(str(m.gpus) for m in s.measured_allreduce)
+                + f" GPUs, {min(sizes) / 2**20:g}-{max(sizes) / 2**20:g} MiB (nccl-tests), used in place of the link "
+                "model inside a node", wrap=True)
     say("sources of each figure: whichgpu systems --json, or the files in src/whichgpu/hardware/systems/")
