@@ -17,9 +17,7 @@ MS = (8, 32, 128, 512)
 
 
 def _clear() -> None:
-    S._orders.cache_clear()
-    S._plan.cache_clear()
-    S._step_time.cache_clear()
+    S.clear_caches()
 
 
 def _times(p: int, v: int, scale: float) -> tuple[list[float], list[float], list[float]]:

@@ -225,26 +225,48 @@ def test_step_time_matches_simulate_on_random_inputs() -> None:
 
 @pytest.mark.parametrize("name", [s for s in SCHEDULES if s != "gpipe"])
 def test_step_time_extrapolates_large_m(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the periodic shortcut (no plan is built at the full m) against the full simulation
+    # the periodic shortcut (no order is built, no pass timed at the full m) against the full simulation
     v = CHUNKS.get(name, 1)
     p, m = 4, 400
     f = [1.0, 0.9, 1.1, 1.3, 0.7, 1.0, 1.2, 0.8][: p * v]
     b = [x * 1.9 for x in f]
     w = [x * 0.8 for x in f]
     sizes: list[int] = []
-    real = S._plan
+    real = S._orders
 
-    def spy(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> S._Plan:
+    def spy(schedule: str, p: int, m: int, v: int) -> S.Order:
         sizes.append(m)
-        return real(schedule, p, m, v, paper_compat)
+        return real(schedule, p, m, v)
 
-    monkeypatch.setattr(S, "_plan", spy)
+    S.clear_caches()
+    monkeypatch.setattr(S, "_orders", spy)
     got = step_time(name, p, m, f, b, w, comm=0.05, chunks=v)
     assert sizes and max(sizes) < m / 2
     monkeypatch.undo()
     tl = simulate(name, p, m, f, b, w, comm=0.05, chunks=v)
     assert got[0] == pytest.approx(tl.makespan, rel=1e-9)
     assert got[2:] == (max(tl.peak_activations), max(tl.peak_pending_w))
+
+
+def test_a_shapes_first_timing_runs_the_orders_directly_and_later_ones_the_compiled_sequence() -> None:
+    # the first step_time of a shape times the ranks' orders in one pass (no compiled sequence: a
+    # layout's first evaluation is cheaper); the next compiles it once; both give simulate's times
+    S.clear_caches()
+    p, m = 4, 12
+    for name in SCHEDULES:
+        v = CHUNKS.get(name, 1)
+        f = [1.0, 0.9, 1.1, 1.3, 0.7, 1.0, 1.2, 0.8][: p * v]
+        b, w = [x * 1.9 for x in f], [x * 0.8 for x in f]
+        first = step_time(name, p, m, f, b, w, comm=0.05, chunks=v)
+        assert S._plan.cache_info().currsize == 0, name
+        second = step_time(name, p, m, b, f, w, comm=0.05, chunks=v)  # new times: no result-cache hit
+        assert S._plan.cache_info().currsize == 1, name
+        S._plan.cache_clear()
+        for got, (ff, bb) in ((first, (f, b)), (second, (b, f))):
+            tl = simulate(name, p, m, ff, bb, w, comm=0.05, chunks=v)
+            assert got[0] == pytest.approx(tl.makespan, rel=1e-12), name
+            assert got[2:] == (max(tl.peak_activations), max(tl.peak_pending_w)), name
+        S._plan.cache_clear()
 
 
 # ---------------------------------------------------------------- errors
