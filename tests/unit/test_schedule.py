@@ -259,6 +259,8 @@ def test_a_shapes_first_timing_runs_the_orders_directly_and_later_ones_the_compi
         b, w = [x * 1.9 for x in f], [x * 0.8 for x in f]
         first = step_time(name, p, m, f, b, w, comm=0.05, chunks=v)
         assert S._plan.cache_info().currsize == 0, name
+        # the planner's call: the same makespan and bubble without the peaks (m in full here: size 0)
+        assert S.pipeline_time(name, p, m, f, b, w, comm=0.05, chunks=v) == (*first[:2], 0), name
         second = step_time(name, p, m, b, f, w, comm=0.05, chunks=v)  # new times: no result-cache hit
         assert S._plan.cache_info().currsize == 1, name
         S._plan.cache_clear()

@@ -370,7 +370,7 @@ def evaluate(ctx: Context, plan: Plan, *, timeline: bool = False) -> Result:
 def score(ctx: Context, plan: Plan) -> Scored:
     """`evaluate` in two parts: all but the schedule's simulation now, the rest in `Scored.finish`
     (the search simulates only the layouts whose lower bound may still reach its top)."""
-    from whichgpu.parallel.schedule import simulate, step_time
+    from whichgpu.parallel.schedule import pipeline_time, simulate
 
     job, a, dev, params = ctx.job, ctx.job.args, ctx.device, ctx.params
     system = job.system
@@ -566,7 +566,7 @@ def score(ctx: Context, plan: Plan) -> Scored:
             ff, bb, ww = ((f_s, b_s, w_s) if zb
                           else (f_s, [x + y for x, y in zip(b_s, w_s, strict=True)], [0.0] * stages))
             chunks = plan.vp
-            makespan, bubble, _, _ = step_time(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
+            makespan, bubble, _ = pipeline_time(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks)
             tl = simulate(plan.schedule, plan.pp, m, ff, bb, ww, p2p, chunks) if timeline else None
         else:
             makespan = m * (f_s[0] + b_s[0] + w_s[0])
@@ -647,19 +647,10 @@ def score(ctx: Context, plan: Plan) -> Scored:
 
 def stage_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Per pipeline rank: the most (micro-batch, chunk) activations held at once, and the most
-    weight-gradient passes pending, counted along the schedule's order (`schedule.order_peaks`).
-    The counts depend on the order, not on the times, and stop growing once the steady state is
-    reached, within 2p micro-batches (GPipe excepted: it holds all m); a run of min(m, 2p) gives
-    them, and for ZB-V, which admits at most p micro-batches per rank, a run of min(m, p) (tests check
-    this against full simulations)."""
-    if schedule == "gpipe":
-        return tuple(m for _ in range(p)), tuple(0 for _ in range(p))
-    mm = min(m, p if schedule == "zb-v" else 2 * p)
-    if schedule == "interleaved-1f1b" and mm != m:
-        mm = max(p, mm - mm % p)
-    from whichgpu.parallel.schedule import order_peaks
+    weight-gradient passes pending, counted along the schedule's order (`schedule.steady_peaks`)."""
+    from whichgpu.parallel.schedule import steady_peaks
 
-    return order_peaks(schedule, p, mm, v)
+    return steady_peaks(schedule, p, m, v)
 
 
 @lru_cache(maxsize=256)

@@ -386,6 +386,20 @@ def order_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...],
     return tuple(peak_act), tuple(peak_w)
 
 
+def steady_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`order_peaks` at m micro-batches, from the shortest run that has them. The counts depend on
+    the order, not on the times, and stop growing once the steady state is reached, within 2p
+    micro-batches (GPipe excepted: it holds all m); a run of min(m, 2p) gives them (whole groups of
+    p for interleaved 1F1B), and for ZB-V, which admits at most p micro-batches per rank, a run of
+    min(m, p) (tests check these against full simulations)."""
+    if schedule == "gpipe":
+        return tuple(m for _ in range(p)), tuple(0 for _ in range(p))
+    mm = min(m, p if schedule == "zb-v" else 2 * p)
+    if schedule == "interleaved-1f1b" and mm != m:
+        mm = max(p, mm - mm % p)
+    return order_peaks(schedule, p, mm, v)
+
+
 # ---------------------------------------------------------------- inputs
 def _check(schedule: str, p: int, m: int, chunks: int, f: Times, b: Times, w: Times,
            comm: float) -> tuple[float, ...]:
@@ -553,26 +567,27 @@ def _direct(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], com
 _TIMED: dict[tuple[str, int, int, int], None] = {}
 
 
-def _ends(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], comm: float, by_pass: bool
-          ) -> tuple[list[float], float]:
-    """(end times, makespan) of one run of the shape, the end times indexed as `_direct`'s when
-    `by_pass` (else an empty list), by `_direct` the first time a shape is timed and over the
-    compiled sequence after."""
+def _ends(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], comm: float
+          ) -> tuple[list[float], tuple[int, ...] | None, float]:
+    """(end times, where each pass's is, makespan) of one run of the shape: by `_direct` the first
+    time a shape is timed (the end times indexed (kind * V + vs) * m + micro-batch, positions
+    None), over the compiled sequence after (the end times in its order, `_Plan.pos` giving each
+    pass's place in it)."""
     shape = (schedule, p, m, v)
     if shape not in _TIMED:
         if len(_TIMED) >= 4096:
             _TIMED.clear()
         _TIMED[shape] = None
         end, makespan = _direct(schedule, p, m, v, table, comm)
-        return (end if by_pass else []), makespan
+        return end, None, makespan
     plan = _plan(schedule, p, m, v)
     end, makespan = _run(plan, table, comm, p)
-    return ([end[q] if q >= 0 else -1.0 for q in plan.pos] if by_pass else []), makespan
+    return end, plan.pos, makespan
 
 
 def clear_caches() -> None:
     """Forget every cached order, compiled sequence, result and timed shape (benchmarks of the cold case)."""
-    for f in (_orders, _plan, _deps, order_peaks, _step_time):
+    for f in (_orders, _plan, _deps, order_peaks, _step_time, _max_peaks):
         f.cache_clear()
     _TIMED.clear()
 
@@ -587,28 +602,35 @@ def _periodic(schedule: str, p: int, m: int, v: int, d: int, j0: int, width: int
     all j in [j0, j0 + width), the same holds for every later steady period; the tail (drain) is
     then the same shifted, which the smaller size m - d confirms.
     """
-    end, makespan = _ends(schedule, p, m, v, table, comm, True)
+    end, pos, makespan = _ends(schedule, p, m, v, table, comm)
     nkeys = (3 if schedule in SPLIT_BACKWARD else 2) * p * v
-    step = end[j0 + d] - end[j0]
+    at = range(len(end)) if pos is None else pos  # a pass's place among the end times
+    step = end[at[j0 + d]] - end[at[j0]]
     tol = 1e-11 * makespan
     for k in range(nkeys):
         row = k * m
         for j in range(row + j0, row + j0 + width):
-            if abs(end[j + d] - end[j] - step) > tol:
+            if abs(end[at[j + d]] - end[at[j]] - step) > tol:
                 return None
-    _, before = _ends(schedule, p, m - d, v, table, comm, False)
+    _, _, before = _ends(schedule, p, m - d, v, table, comm)
     if abs(makespan - before - step) > tol:
         return None
     return makespan, step
 
 
+def _period(schedule: str, p: int) -> int:
+    """The steady state's period in micro-batches: interleaving takes micro-batches in groups of p,
+    and the zb-v greedy order repeats every p micro-batches."""
+    return p if schedule in ("interleaved-1f1b", "zb-v") else 1
+
+
 @lru_cache(maxsize=65536)
 def _step_time(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], comm: float
-               ) -> tuple[float, float, int, int]:
+               ) -> tuple[float, float, int]:
+    """(makespan, bubble fraction, the smaller size whose periodic steady state gave them; 0: m
+    simulated in full)."""
     work = m * sum(table)  # sum(busy): every (kind, virtual stage) runs m times
-    # the period, in micro-batches: interleaving takes micro-batches in groups of p, and the
-    # zb-v greedy order repeats every p micro-batches
-    d = p if schedule in ("interleaved-1f1b", "zb-v") else 1
+    d = _period(schedule, p)
     reach = 2 * p * v + 2 + d  # max micro-batch lag of a dependency, with margin
     j0, width = reach, reach + d
     found = None
@@ -620,17 +642,25 @@ def _step_time(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], 
         found = _periodic(schedule, p, size, v, d, j0, width, table, comm)
         j0, width = 2 * j0, 2 * width
     if found:
-        n = (m - size) // d
-        makespan = found[0] + n * found[1]
-        (big_a, big_w), (small_a, small_w) = order_peaks(schedule, p, size, v), order_peaks(schedule, p, size - d, v)
-        pa = max(big_a) + n * (max(big_a) - max(small_a))
-        pw = max(big_w) + n * (max(big_w) - max(small_w))
+        makespan = found[0] + (m - size) // d * found[1]
     else:
-        _, makespan = _ends(schedule, p, m, v, table, comm, False)
-        peak_a, peak_w = order_peaks(schedule, p, m, v)
-        pa, pw = max(peak_a), max(peak_w)
+        size, makespan = 0, _ends(schedule, p, m, v, table, comm)[2]
     bubble = 1.0 - work / (p * makespan) if makespan > 0 else 0.0
-    return makespan, bubble, pa, pw
+    return makespan, bubble, size
+
+
+@lru_cache(maxsize=4096)
+def _max_peaks(schedule: str, p: int, m: int, v: int, size: int) -> tuple[int, int]:
+    """The most activations and pending W passes of any rank at m micro-batches: counted along the
+    order at m, or (`size` > 0: the runs `_step_time` timed) extrapolated from the two runs of
+    `size` and `size` - d micro-batches, whose orders are built."""
+    if not size:
+        peak_a, peak_w = order_peaks(schedule, p, m, v)
+        return max(peak_a), max(peak_w)
+    d = _period(schedule, p)
+    n = (m - size) // d
+    (big_a, big_w), (small_a, small_w) = order_peaks(schedule, p, size, v), order_peaks(schedule, p, size - d, v)
+    return max(big_a) + n * (max(big_a) - max(small_a)), max(big_w) + n * (max(big_w) - max(small_w))
 
 
 def step_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times, w: Times = 0.0,
@@ -642,5 +672,13 @@ def step_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times
     d = p for interleaved and zb-v, 1 otherwise, see ``_periodic``) and extrapolates the makespan and
     the peaks linearly in m; otherwise, and for small m, it simulates m in full. Cached.
     """
+    makespan, bubble, size = pipeline_time(schedule, stages, micro_batches, f, b, w, comm, chunks)
+    return (makespan, bubble, *_max_peaks(schedule, stages, micro_batches, chunks, size))
+
+
+def pipeline_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times, w: Times = 0.0,
+                  comm: float = 0.0, chunks: int = 1) -> tuple[float, float, int]:
+    """`step_time`'s makespan and bubble fraction without the peaks (the planner counts those per
+    rank itself, `steady_peaks`), and the size its periodic shortcut simulated (0: none)."""
     table = _check(schedule, stages, micro_batches, chunks, f, b, w, comm)
     return _step_time(schedule, stages, micro_batches, chunks, table, float(comm))
