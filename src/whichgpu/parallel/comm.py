@@ -180,6 +180,19 @@ def measured_allreduce_s(system: System, gpus: int, nbytes: float) -> float | No
     return (y0 + (nbytes - x0) * (y1 - y0) / (x1 - x0)) * 1e-6
 
 
+def measured_buckets_s(system: System, gpus: int, nbytes: float, bucket_bytes: float, p2p: bool = True,
+                       span: int | None = None) -> float | None:
+    """Seconds of an all-reduce of `nbytes` in buckets of `bucket_bytes` over `gpus` GPUs placed
+    over `span` GPUs of `system` (default `gpus`), from the times measured on it
+    (`measured_allreduce_s`, per bucket), or None: none measured for the group, the group spans
+    nodes, or peer-to-peer is off (the measurement ran with it)."""
+    if not p2p or max(span or gpus, gpus) > system.gpus_per_node:
+        return None
+    buckets = max(1, math.ceil(nbytes / bucket_bytes))
+    one = measured_allreduce_s(system, gpus, nbytes / buckets)
+    return None if one is None else one * buckets
+
+
 def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, system: System,
                    span: int | None = None, p2p: bool = True) -> tuple[float, str]:
     """(seconds, algorithm) of an all-reduce of `nbytes` in buckets of `bucket_bytes` over a ring
@@ -188,11 +201,10 @@ def allreduce_time(nbytes: float, gpus: int, link: Link, bucket_bytes: float, sy
     measured on the system where it has them (`measured_allreduce_s`; not with peer-to-peer off)."""
     if nbytes <= 0 or gpus <= 1:
         return 0.0, "none"
+    measured = measured_buckets_s(system, gpus, nbytes, bucket_bytes, p2p, span)
+    if measured is not None:
+        return measured, "measured"
     buckets = max(1, math.ceil(nbytes / bucket_bytes))
-    if p2p and max(span or gpus, gpus) <= system.gpus_per_node:
-        one = measured_allreduce_s(system, gpus, nbytes / buckets)
-        if one is not None:
-            return one * buckets, "measured"
     moved = 2.0 * (gpus - 1) / gpus * nbytes / link.bytes_per_s
     best = (moved + 2 * (gpus - 1) * link.step_latency_s * buckets, "ring")
     span = max(span or gpus, gpus)
@@ -269,12 +281,13 @@ def allreduce(nbytes: float, system: System, plan: Plan, params: PerfParams, bac
     bw = link.bytes_per_s
     factor = 2.0 * (n - 1) / n
     bucket = plan.bucket_mb * 1e6
-    buckets = max(1, math.ceil(nbytes / bucket))
-    one = measured_allreduce_s(system, n, nbytes / buckets) if plan.p2p and plan.gpus <= system.gpus_per_node else None
-    if one is not None:  # measured on this system (nccl-tests): per bucket
-        total, last = one * buckets, measured_allreduce_s(system, n, min(nbytes, bucket)) or one
+    measured = measured_buckets_s(system, n, nbytes, bucket, plan.p2p, plan.gpus)
+    if measured is not None:  # measured on this system (nccl-tests)
+        total = measured
+        last = measured_buckets_s(system, n, min(nbytes, bucket), bucket, plan.p2p, plan.gpus) or measured
         bw = factor * nbytes / total
     else:
+        buckets = max(1, math.ceil(nbytes / bucket))
         lat = link.step_latency_s * 2 * (n - 1) * buckets
         total = factor * nbytes / bw + lat
         last = factor * min(nbytes, bucket) / bw + lat / buckets
@@ -282,5 +295,5 @@ def allreduce(nbytes: float, system: System, plan: Plan, params: PerfParams, bac
         exposed = max(last, total - params.ddp_overlap * backward_s)
     else:
         exposed = total
-    text = link.text + (" (all-reduce times measured on the system, nccl-tests)" if one is not None else "")
+    text = link.text + (" (all-reduce times measured on the system, nccl-tests)" if measured is not None else "")
     return CommEstimate(total, min(exposed, total), bw / 1e9, text, nbytes)

@@ -36,7 +36,7 @@ from whichgpu.parallel.comm import (
     CommEstimate,
     Link,
     dp_link,
-    measured_allreduce_s,
+    measured_buckets_s,
     node_link,
     ring_link,
 )
@@ -76,11 +76,10 @@ def ring_collective(nbytes: float, gpus: int, link: Link, bucket_bytes: float, s
     all-gather of it, each half the traffic and the steps."""
     if nbytes <= 0 or gpus <= 1:
         return 0.0
+    measured = None if system is None else measured_buckets_s(system, gpus, nbytes, bucket_bytes, p2p, span)
+    if measured is not None:
+        return measured / 2.0
     buckets = max(1, math.ceil(nbytes / bucket_bytes))
-    if system is not None and p2p and max(span or gpus, gpus) <= system.gpus_per_node:
-        one = measured_allreduce_s(system, gpus, nbytes / buckets)
-        if one is not None:
-            return buckets * one / 2.0
     return (gpus - 1) / gpus * nbytes / link.bytes_per_s + link.step_latency_s * (gpus - 1) * buckets
 
 
