@@ -378,6 +378,14 @@ def test_environment_variable_dir_is_read(tmp_path: Path, monkeypatch: pytest.Mo
     assert "acme-cluster" in load_systems().ids()
 
 
+MEASURED = '\n[[measured_allreduce]]\ngpus = 2\nsizes_bytes = [1000, 2000]\ntimes_us = [10, 12]\nsource = "our nccl-tests run"\n'
+
+
+def _with(table: str) -> str:
+    """NEW_SYSTEM with `table` before its [sources]."""
+    return NEW_SYSTEM.replace("\n[sources]", table + "\n[sources]")
+
+
 @pytest.mark.parametrize(("text", "field", "valid"), [
     (NEW_SYSTEM.replace("gbps_per_gpu = 6.25", 'gbps_per_gpu = "fast"'), "scaleout.gbps_per_gpu", "a number > 0"),
     (NEW_SYSTEM.replace("gbps_per_gpu = 6.25", "gbps_per_gpu = -1"), "scaleout.gbps_per_gpu", "a number > 0"),
@@ -395,7 +403,18 @@ def test_environment_variable_dir_is_read(tmp_path: Path, monkeypatch: pytest.Mo
      "sources.gpus_per_node", "no source"),
     (NEW_SYSTEM.replace('default = "Acme', '"scaleout.gbps" = "x"\ndefault = "Acme'), "sources.scaleout.gbps",
      "did you mean 'scaleout.gbps_per_gpu'"),
-    (NEW_SYSTEM + "\nfoo = 1\n", "sources.foo", "names no figure"),
+    (NEW_SYSTEM + "\nfoo = 1\n", "sources.foo", "names no figure"),    (_with(MEASURED.replace("gpus = 2", "gpus = 8")), "measured_allreduce[0].gpus", "at most the node's 4 GPUs"),
+    (_with(MEASURED.replace("gpus = 2", "gpus = 1")), "measured_allreduce[0].gpus", "from 2"),
+    (_with(MEASURED + MEASURED), "measured_allreduce[1].gpus", "once per group size"),
+    (_with(MEASURED.replace("[1000, 2000]", "[2000, 1000]")), "measured_allreduce[0].sizes_bytes", "increasing"),
+    (_with(MEASURED.replace("[10, 12]", "[10]")), "measured_allreduce[0].times_us", "at least 2 numbers"),
+    (_with(MEASURED.replace("[10, 12]", "[10, 12, 14]")), "measured_allreduce[0].times_us", "one time per size"),
+    (_with(MEASURED.replace("[10, 12]", "[10, -1]")), "measured_allreduce[0].times_us", "numbers > 0"),
+    (_with(MEASURED.replace("[10, 12]", "[10, nan]")), "measured_allreduce[0].times_us", "numbers > 0"),
+    (_with(MEASURED.replace('source = "our nccl-tests run"\n', "")), "measured_allreduce[0].source", "missing"),
+    (_with(MEASURED.replace("gpus = 2", "gpus = 2\nbus = 3")), "measured_allreduce[0].bus", "valid: gpus, sizes_bytes"),
+    (NEW_SYSTEM.replace("gpus_per_node = 4\n", "gpus_per_node = 4\nmeasured_allreduce = 3\n"), "measured_allreduce",
+     "array of tables"),
 ])
 def test_malformed_user_file_names_file_field_and_what_is_valid(tmp_path: Path, text: str, field: str,
                                                                  valid: str) -> None:
@@ -408,11 +427,10 @@ def test_malformed_user_file_names_file_field_and_what_is_valid(tmp_path: Path, 
     assert valid in str(err.value)
 
 
-MEASURED = '\n[[measured_allreduce]]\ngpus = 2\nsizes_bytes = [1000, 2000]\ntimes_us = [10, 12]\nsource = "our nccl-tests run"\n'
 
 
 def test_a_user_system_carries_measured_all_reduce_times(tmp_path: Path) -> None:
-    (tmp_path / "acme.toml").write_text(NEW_SYSTEM.replace("\n[sources]", MEASURED + "\n[sources]"))
+    (tmp_path / "acme.toml").write_text(_with(MEASURED))
     s = load_systems(str(tmp_path)).get("acme-cluster")
     (m,) = s.measured_allreduce
     assert (m.gpus, m.sizes_bytes, m.times_us, m.source) == (2, (1000.0, 2000.0), (10.0, 12.0), "our nccl-tests run")
@@ -422,30 +440,6 @@ def test_a_user_system_carries_measured_all_reduce_times(tmp_path: Path) -> None
     assert [m.gpus for m in a100.measured_allreduce] == [2, 4, 8]
     assert all(m.sizes_bytes[0] == 2**20 and m.sizes_bytes[-1] == 2**28 and "vTrain" in m.source
                for m in a100.measured_allreduce)
-
-
-@pytest.mark.parametrize(("table", "field", "valid"), [
-    (MEASURED.replace("gpus = 2", "gpus = 8"), "measured_allreduce[0].gpus", "at most the node's 4 GPUs"),
-    (MEASURED.replace("gpus = 2", "gpus = 1"), "measured_allreduce[0].gpus", "from 2"),
-    (MEASURED + MEASURED, "measured_allreduce[1].gpus", "once per group size"),
-    (MEASURED.replace("[1000, 2000]", "[2000, 1000]"), "measured_allreduce[0].sizes_bytes", "increasing"),
-    (MEASURED.replace("[10, 12]", "[10]"), "measured_allreduce[0].times_us", "at least 2 numbers"),
-    (MEASURED.replace("[10, 12]", "[10, 12, 14]"), "measured_allreduce[0].times_us", "one time per size"),
-    (MEASURED.replace("[10, 12]", "[10, -1]"), "measured_allreduce[0].times_us", "numbers > 0"),
-    (MEASURED.replace("[10, 12]", "[10, nan]"), "measured_allreduce[0].times_us", "numbers > 0"),
-    (MEASURED.replace('source = "our nccl-tests run"\n', ""), "measured_allreduce[0].source", "missing"),
-    (MEASURED.replace("gpus = 2", "gpus = 2\nbus = 3"), "measured_allreduce[0].bus", "valid: gpus, sizes_bytes"),
-    ("measured_allreduce = 3", "measured_allreduce", "array of tables"),
-])
-def test_malformed_measured_all_reduce_names_the_field(tmp_path: Path, table: str, field: str, valid: str) -> None:
-    bad = tmp_path / "acme.toml"
-    top = not table.startswith("\n")  # a plain key: before the first table
-    bad.write_text(NEW_SYSTEM.replace("gpus_per_node = 4\n", f"gpus_per_node = 4\n{table}\n") if top
-                   else NEW_SYSTEM.replace("\n[sources]", table + "\n[sources]"))
-    with pytest.raises(CatalogError) as err:
-        load_systems(str(tmp_path))
-    assert (err.value.path, err.value.field) == (str(bad), field)
-    assert valid in str(err.value)
 
 
 def test_malformed_override_names_its_file(tmp_path: Path) -> None:

@@ -271,6 +271,32 @@ def _vstage(schedule: str, p: int, rank: int, chunk: int) -> int:
     return chunk * p + rank
 
 
+@lru_cache(maxsize=256)
+def _deps(schedule: str, p: int, m: int, v: int) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...],
+                                                           tuple[bool, ...]]:
+    """What `_direct` reads per shape: each rank's virtual stage per chunk, and per pass kind and
+    virtual stage (index kind * V + vs) the row of its dependency (its index * m; -1: none) and
+    whether that dependency ran on another rank (the rules of the module docstring)."""
+    nv = p * v
+    rank_of = [0] * nv
+    for r in range(p):
+        for c in range(v):
+            rank_of[_vstage(schedule, p, r, c)] = r
+    row = [-1] * (3 * nv)
+    cross = [False] * (3 * nv)
+    for vs in range(nv):
+        r = rank_of[vs]
+        if vs > 0:
+            row[vs], cross[vs] = (vs - 1) * m, rank_of[vs - 1] != r
+        if vs == nv - 1:
+            row[nv + vs] = vs * m
+        else:
+            row[nv + vs], cross[nv + vs] = (nv + vs + 1) * m, rank_of[vs + 1] != r
+        row[2 * nv + vs] = (nv + vs) * m
+    vst = tuple(tuple(_vstage(schedule, p, r, c) for c in range(v)) for r in range(p))
+    return vst, tuple(row), tuple(cross)
+
+
 # ---------------------------------------------------------------- the compiled plan
 @dataclass(frozen=True, slots=True)
 class _Plan:
@@ -290,11 +316,8 @@ class _Plan:
 @lru_cache(maxsize=256)
 def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> _Plan:
     orders = _orders(schedule, p, m, v)
+    vst, dep_row, dep_cross = _deps(schedule, p, m, v)  # each rank's virtual stages; each pass's dependency
     nv = p * v
-    rank_of = [0] * nv
-    for r in range(p):
-        for c in range(v):
-            rank_of[_vstage(schedule, p, r, c)] = r
     # position in the sequence of each (kind, vs, micro); -1 = not placed yet
     pos = [-1] * (3 * nv * m)
     stage: list[int] = []
@@ -306,11 +329,9 @@ def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> 
     ptr = [0] * p
     left = sum(len(o) for o in orders)
     direction = 1
-    vst = [[_vstage(schedule, p, r, c) for c in range(v)] for r in range(p)]  # virtual stage of (rank, chunk)
     n = 0  # passes placed: the next one's index in the sequence
     add_stage, add_key, add_dep, add_cross, add_chunk, add_micro = (
         stage.append, key.append, dep.append, cross.append, chunk.append, micro.append)
-    last = nv - 1
     while left:
         progress = False
         for r in range(p)[::direction]:
@@ -320,30 +341,21 @@ def _plan(schedule: str, p: int, m: int, v: int, paper_compat: bool = False) -> 
             row = vst[r]
             while i < size:
                 kind, c, j = o[i]
-                vs = row[c]
-                if kind == 0:
-                    d = pos[(vs - 1) * m + j] if vs > 0 else -2
-                    dvs = vs - 1
-                elif kind == 1:
-                    if vs == last:
-                        d, dvs = pos[vs * m + j], vs
-                    else:
-                        d, dvs = pos[(nv + vs + 1) * m + j], vs + 1
-                else:
-                    d, dvs = pos[(nv + vs) * m + j], vs
-                if paper_compat and j % p and d >= 0 and rank_of[dvs] != r and \
+                k = kind * nv + row[c]
+                base = dep_row[k]
+                d = pos[base + j] if base >= 0 else -2
+                if paper_compat and j % p and d >= 0 and dep_cross[k] and \
                         ((kind == 0 and r == 0) or (kind == 1 and r == p - 1)):
                     d = -2  # the paper's simplification: see simulate()
                 if d == -1:
                     break
-                k = kind * nv + vs
                 pos[k * m + j] = n
                 n += 1
                 add_stage(r)
                 add_key(k)
                 if d >= 0:
                     add_dep(d)
-                    add_cross(rank_of[dvs] != r)
+                    add_cross(dep_cross[k])
                 else:
                     add_dep(-1)
                     add_cross(False)
@@ -486,32 +498,6 @@ def simulate(schedule: str, stages: int, micro_batches: int, f: Times, b: Times,
 
 
 # ---------------------------------------------------------------- fast step time
-@lru_cache(maxsize=256)
-def _deps(schedule: str, p: int, m: int, v: int) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...],
-                                                           tuple[bool, ...]]:
-    """What `_direct` reads per shape: each rank's virtual stage per chunk, and per pass kind and
-    virtual stage (index kind * V + vs) the row of its dependency (its index * m; -1: none) and
-    whether that dependency ran on another rank (the rules of the module docstring)."""
-    nv = p * v
-    rank_of = [0] * nv
-    for r in range(p):
-        for c in range(v):
-            rank_of[_vstage(schedule, p, r, c)] = r
-    row = [-1] * (3 * nv)
-    cross = [False] * (3 * nv)
-    for vs in range(nv):
-        r = rank_of[vs]
-        if vs > 0:
-            row[vs], cross[vs] = (vs - 1) * m, rank_of[vs - 1] != r
-        if vs == nv - 1:
-            row[nv + vs] = vs * m
-        else:
-            row[nv + vs], cross[nv + vs] = (nv + vs + 1) * m, rank_of[vs + 1] != r
-        row[2 * nv + vs] = (nv + vs) * m
-    vst = tuple(tuple(_vstage(schedule, p, r, c) for c in range(v)) for r in range(p))
-    return vst, tuple(row), tuple(cross)
-
-
 def _direct(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], comm: float
             ) -> tuple[list[float], float]:
     """(end time of every pass, indexed (kind * V + vs) * m + micro-batch, -1 where none runs; the
