@@ -218,7 +218,10 @@ def test_stage_peaks_are_the_simulated_ones(schedule: str) -> None:
     from whichgpu.parallel.planner import stage_peaks
     from whichgpu.parallel.schedule import SPLIT_BACKWARD, simulate
 
-    for p, m in ((2, 2), (4, 4), (4, 8), (4, 16), (8, 8), (8, 24), (5, 7), (8, 13), (16, 64)):
+    cases = [(2, 2), (4, 4), (4, 8), (4, 16), (8, 8), (8, 24), (5, 7), (8, 13), (16, 64)]
+    if schedule == "zb-v":  # its rule from m = p on (steady_peaks), over the stage counts a search tries
+        cases += [(p, m) for p in (1, 3, 6, 7, 12, 24, 32) for m in (p - 1, p, p + 1, 3 * p + 2) if m > 0]
+    for p, m in cases:
         if schedule == "interleaved-1f1b" and m % p:
             continue
         v = {"interleaved-1f1b": 3, "zb-v": 2}.get(schedule, 1)

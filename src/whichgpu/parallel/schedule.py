@@ -182,68 +182,58 @@ def _order_zbv(p: int, m: int) -> Order:
     """ZB-V order from a greedy list schedule at unit costs (see the module docstring)."""
     nv = 2 * p
     last = nv - 1
-    # fdone[vs][j] / bdone[vs][j]: micro-batch j's F / B of virtual stage vs has ended by this tick; a pass
-    # placed in a tick is seen from the next one (unit cost), so each tick's ends are applied after it
-    fdone = [[False] * m for _ in range(nv)]
-    bdone = [[False] * m for _ in range(nv)]
+    # A virtual stage's F (B) passes run in micro-batch order, so "micro-batch j's F of virtual stage
+    # vs has ended" is j < fseen[vs]. A pass placed in a tick is seen from the next one (unit cost):
+    # fnext / bnext count the passes placed, fseen / bseen those seen, copied after each tick. Each
+    # virtual stage belongs to one rank, so a tick's ranks decide independently. bseen[nv] = m: the
+    # last stage's B follows its own F only.
     fnext = [0] * nv
     bnext = [0] * nv
+    fseen = [0] * nv
+    bseen = [0] * nv + [m]
     inflight = [0] * p  # micro-batches admitted on chunk 0, chunk-0 B not done
-    pending: list[list[tuple[int, int]]] = [[] for _ in range(p)]
     orders: list[list[tuple[int, int, int]]] = [[] for _ in range(p)]
+    pending: list[list[tuple[int, int, int]]] = [[] for _ in range(p)]  # W passes waiting, per rank
+    ranks = [(r, r, last - r, orders[r].append, pending[r]) for r in range(p)]  # rank, chunk 0/1 stage, add, W
     remaining = 6 * p * m
     t = 0
     while remaining:
-        done_now: list[tuple[list[bool], int]] = []
-        for r in range(p):
-            v0, v1 = r, last - r  # chunk 0, chunk 1
-            pend = pending[r]
+        for r, v0, v1, add, pend in ranks:
             if len(pend) >= 2:  # keep W close behind B
-                c, j = pend.pop(0)
-                orders[r].append((2, c, j))
+                add(pend.pop(0))
                 remaining -= 1
                 continue
             # B: the oldest ready micro-batch, chunk 1 on a tie
             j1 = bnext[v1]
-            ok1 = j1 < m and fdone[v1][j1] and (v1 == last or bdone[v1 + 1][j1])
+            ok1 = j1 < fseen[v1] and j1 < bseen[v1 + 1]
             j0 = bnext[v0]
-            ok0 = j0 < m and fdone[v0][j0] and bdone[v0 + 1][j0]  # v0 < last: p >= 1
-            if ok1 or ok0:
-                if ok1 and (not ok0 or j1 <= j0):
-                    c, vs, j = 1, v1, j1
-                else:
-                    c, vs, j = 0, v0, j0
-                bnext[vs] += 1
-                if c == 0:
-                    inflight[r] -= 1
-                pend.append((c, j))
-                done_now.append((bdone[vs], j))
-                orders[r].append((1, c, j))
-                remaining -= 1
-                continue
+            ok0 = j0 < fseen[v0] and j0 < bseen[v0 + 1]
+            if ok1 and (not ok0 or j1 <= j0):
+                bnext[v1] = j1 + 1
+                pend.append((2, 1, j1))
+                add((1, 1, j1))
+            elif ok0:
+                bnext[v0] = j0 + 1
+                inflight[r] -= 1
+                pend.append((2, 0, j0))
+                add((1, 0, j0))
             # F: chunk 1 first; chunk 0 admits at most p micro-batches
-            j = fnext[v1]
-            if j < m and fdone[v1 - 1][j]:
-                c, vs = 1, v1
-            else:
+            elif fnext[v1] < fseen[v1 - 1]:
+                j = fnext[v1]
+                fnext[v1] = j + 1
+                add((0, 1, j))
+            elif fnext[v0] < m and inflight[r] < p and (v0 == 0 or fnext[v0] < fseen[v0 - 1]):
                 j = fnext[v0]
-                if j < m and inflight[r] < p and (v0 == 0 or fdone[v0 - 1][j]):
-                    c, vs = 0, v0
-                elif pend:
-                    c, j = pend.pop(0)
-                    orders[r].append((2, c, j))
-                    remaining -= 1
-                    continue
-                else:
-                    continue
-            fnext[vs] += 1
-            if c == 0:
+                fnext[v0] = j + 1
                 inflight[r] += 1
-            done_now.append((fdone[vs], j))
-            orders[r].append((0, c, j))
+                add((0, 0, j))
+            elif pend:
+                add(pend.pop(0))
+            else:
+                continue
             remaining -= 1
-        for arr, j in done_now:
-            arr[j] = True
+        fseen[:] = fnext
+        bseen[:nv] = bnext
         t += 1
         if t > 12 * p * m + 4 * p:  # pragma: no cover - a bug, never a user error
             raise RuntimeError("zb-v order generation did not converge")
@@ -379,18 +369,21 @@ def order_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...],
     """Per rank: the most (micro-batch, chunk) activations held at once and the most weight-gradient
     passes pending. They depend on the order only (one rank runs one pass at a time), not on the
     pass times: what `simulate` reports as its peaks."""
+    split = schedule in SPLIT_BACKWARD
     peak_act, peak_w = [], []
     for o in _orders(schedule, p, m, v):
         act = w = pa = pw = 0
         for kind, _, _ in o:
             if kind == 0:
                 act += 1
-                pa = max(pa, act)
+                if act > pa:
+                    pa = act
             elif kind == 1:
                 act -= 1
-                if schedule in SPLIT_BACKWARD:
+                if split:
                     w += 1
-                    pw = max(pw, w)
+                    if w > pw:
+                        pw = w
             else:
                 w -= 1
         peak_act.append(pa)
@@ -402,10 +395,14 @@ def steady_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...]
     """`order_peaks` at m micro-batches, from the shortest run that has them. The counts depend on
     the order, not on the times, and stop growing once the steady state is reached, within 2p
     micro-batches (GPipe excepted: it holds all m); a run of min(m, 2p) gives them (whole groups of
-    p for interleaved 1F1B), and for ZB-V, which admits at most p micro-batches per rank, a run of
-    min(m, p) (tests check these against full simulations)."""
+    p for interleaved 1F1B). ZB-V's greedy order, from m = p on, holds on rank r the p chunk-0
+    micro-batches it admits plus the r + 1 chunk-1 ones between it and the loss (virtual stages
+    2p-1-r .. 2p-1), and at most 2 W pending (its rule); below p it is counted (tests check all of
+    these against full simulations)."""
     if schedule == "gpipe":
         return tuple(m for _ in range(p)), tuple(0 for _ in range(p))
+    if schedule == "zb-v" and m >= p:
+        return tuple(p + r + 1 for r in range(p)), tuple(2 for _ in range(p))
     mm = min(m, p if schedule == "zb-v" else 2 * p)
     if schedule == "interleaved-1f1b" and mm != m:
         mm = max(p, mm - mm % p)
