@@ -194,11 +194,12 @@ def _order_zbv(p: int, m: int) -> Order:
     inflight = [0] * p  # micro-batches admitted on chunk 0, chunk-0 B not done
     orders: list[list[tuple[int, int, int]]] = [[] for _ in range(p)]
     pending: list[list[tuple[int, int, int]]] = [[] for _ in range(p)]  # W passes waiting, per rank
-    ranks = [(r, r, last - r, orders[r].append, pending[r]) for r in range(p)]  # rank, chunk 0/1 stage, add, W
+    # per rank r: its chunk-0 and chunk-1 virtual stages (r, 2p-1-r), its order's append, its W pending
+    ranks = [(r, last - r, orders[r].append, pending[r]) for r in range(p)]
     remaining = 6 * p * m
     t = 0
     while remaining:
-        for r, v0, v1, add, pend in ranks:
+        for v0, v1, add, pend in ranks:  # v0 is the rank
             if len(pend) >= 2:  # keep W close behind B
                 add(pend.pop(0))
                 remaining -= 1
@@ -214,7 +215,7 @@ def _order_zbv(p: int, m: int) -> Order:
                 add((1, 1, j1))
             elif ok0:
                 bnext[v0] = j0 + 1
-                inflight[r] -= 1
+                inflight[v0] -= 1
                 pend.append((2, 0, j0))
                 add((1, 0, j0))
             # F: chunk 1 first; chunk 0 admits at most p micro-batches
@@ -222,10 +223,10 @@ def _order_zbv(p: int, m: int) -> Order:
                 j = fnext[v1]
                 fnext[v1] = j + 1
                 add((0, 1, j))
-            elif fnext[v0] < m and inflight[r] < p and (v0 == 0 or fnext[v0] < fseen[v0 - 1]):
+            elif fnext[v0] < m and inflight[v0] < p and (v0 == 0 or fnext[v0] < fseen[v0 - 1]):
                 j = fnext[v0]
                 fnext[v0] = j + 1
-                inflight[r] += 1
+                inflight[v0] += 1
                 add((0, 0, j))
             elif pend:
                 add(pend.pop(0))
@@ -403,7 +404,7 @@ def steady_peaks(schedule: str, p: int, m: int, v: int) -> tuple[tuple[int, ...]
         return tuple(m for _ in range(p)), tuple(0 for _ in range(p))
     if schedule == "zb-v" and m >= p:
         return tuple(p + r + 1 for r in range(p)), tuple(2 for _ in range(p))
-    mm = min(m, p if schedule == "zb-v" else 2 * p)
+    mm = m if schedule == "zb-v" else min(m, 2 * p)
     if schedule == "interleaved-1f1b" and mm != m:
         mm = max(p, mm - mm % p)
     return order_peaks(schedule, p, mm, v)
