@@ -634,17 +634,10 @@ def _step_time(schedule: str, p: int, m: int, v: int, table: tuple[float, ...], 
 
 
 @lru_cache(maxsize=4096)
-def _max_peaks(schedule: str, p: int, m: int, v: int, size: int) -> tuple[int, int]:
-    """The most activations and pending W passes of any rank at m micro-batches: counted along the
-    order at m, or (`size` > 0: the runs `_step_time` timed) extrapolated from the two runs of
-    `size` and `size` - d micro-batches, whose orders are built."""
-    if not size:
-        peak_a, peak_w = order_peaks(schedule, p, m, v)
-        return max(peak_a), max(peak_w)
-    d = _period(schedule, p)
-    n = (m - size) // d
-    (big_a, big_w), (small_a, small_w) = order_peaks(schedule, p, size, v), order_peaks(schedule, p, size - d, v)
-    return max(big_a) + n * (max(big_a) - max(small_a)), max(big_w) + n * (max(big_w) - max(small_w))
+def _max_peaks(schedule: str, p: int, m: int, v: int) -> tuple[int, int]:
+    """The most activations and pending W passes of any rank at m micro-batches (`steady_peaks`)."""
+    peak_a, peak_w = steady_peaks(schedule, p, m, v)
+    return max(peak_a), max(peak_w)
 
 
 def step_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times, w: Times = 0.0,
@@ -653,11 +646,12 @@ def step_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times
 
     Fast for large m: it simulates a smaller size that keeps the steady state, checks that the
     steady state is periodic (every pass of micro-batch j + d ends a fixed step after that of j,
-    d = p for interleaved and zb-v, 1 otherwise, see ``_periodic``) and extrapolates the makespan and
-    the peaks linearly in m; otherwise, and for small m, it simulates m in full. Cached.
+    d = p for interleaved and zb-v, 1 otherwise, see ``_periodic``) and extrapolates the makespan
+    linearly in m; otherwise, and for small m, it simulates m in full. The peaks
+    depend on the order only (`steady_peaks`). Cached.
     """
-    makespan, bubble, size = pipeline_time(schedule, stages, micro_batches, f, b, w, comm, chunks)
-    return (makespan, bubble, *_max_peaks(schedule, stages, micro_batches, chunks, size))
+    makespan, bubble, _ = pipeline_time(schedule, stages, micro_batches, f, b, w, comm, chunks)
+    return (makespan, bubble, *_max_peaks(schedule, stages, micro_batches, chunks))
 
 
 def pipeline_time(schedule: str, stages: int, micro_batches: int, f: Times, b: Times, w: Times = 0.0,
