@@ -219,6 +219,8 @@ def test_no_price_gives_null_cost() -> None:
     (("--rate", "1", "--spec-draft-len", "4", "--spec-acceptance", "0.5", "--spec-draft-model", "qwen3-8b"),
      "--spec-draft-model"),  # another tokenizer
     (("--rate", "1", "--mixed-chunk"), "--mixed-chunk"),  # SGLang's flag; vLLM always mixes
+    (("--rate", "1", "--scheduler-recv-interval", "30"), "--scheduler-recv-interval"),  # SGLang's flag
+    (("--rate", "1", "--engine", "sglang", "--scheduler-recv-interval", "0"), "--scheduler-recv-interval"),
     (("--rate", "1", "--adp-balance", "50"), "--adp-balance"),  # TensorRT-LLM's, under DP attention only
     (("--rate", "1", "--engine", "trtllm", "--adp-balance", "50"), "--adp-balance"),  # no DP attention
     (("--rate", "1", "--engine", "trtllm", "--adp-balance", "x"), "--adp-balance"),
@@ -243,6 +245,20 @@ def test_sglang_prefills_first_unless_mixed_chunk() -> None:
     assert "--enable-mixed-chunk: prefill steps carry the decode" in mixed["assumptions"]["scheduler"]
     assert first["tpot_ms"]["mean"] > mixed["tpot_ms"]["mean"]
     assert invoke_json("serve", SCHEMA, *args, "--no-mixed-chunk")["tpot_ms"] == first["tpot_ms"]
+
+
+def test_sglang_recv_interval_delays_new_requests_to_its_polls() -> None:
+    # --scheduler-recv-interval 30: a request reaching the scheduler mid-decode waits for the poll
+    # every 30 decode steps, so TTFT grows (by up to 30 decode steps) while TPOT barely moves
+    args = ("llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--concurrency", "32", "--input-len", "500",
+            "--output-len", "300", "--output-len-stddev", "30", "--requests", "320")
+    every = invoke_json("serve", SCHEMA, *args)
+    polled = invoke_json("serve", SCHEMA, *args, "--scheduler-recv-interval", "30")
+    assert "--scheduler-recv-interval 30" in polled["assumptions"]["scheduler"]
+    assert "recv-interval" not in every["assumptions"]["scheduler"]
+    assert polled["ttft_ms"]["mean"] > every["ttft_ms"]["mean"] + 3 * every["tpot_ms"]["mean"]
+    assert polled["tpot_ms"]["mean"] == pytest.approx(every["tpot_ms"]["mean"], rel=0.1)
+    assert invoke_json("serve", SCHEMA, *args, "--scheduler-recv-interval", "1") == every
 
 
 def test_engine_aliases_are_accepted() -> None:

@@ -634,3 +634,46 @@ def test_adp_balance_leaves_the_first_burst_alone() -> None:
 def test_bad_adp_balance_knobs(knobs: dict[str, object], match: str) -> None:
     with pytest.raises(InputError, match=match):
         SchedulerConfig(num_blocks=100, **knobs)  # type: ignore[arg-type]
+
+
+def test_sglang_recv_interval_takes_new_requests_in_every_n_decode_steps() -> None:
+    # A (16 + 100 tokens) and B (16 + 10) are prefilled together in step 0; with an interval of 8 the
+    # counter, full after that prefill, polls before step 1 and then every 8 decode steps: before
+    # steps 9, 17, ... B has its 10th token at the end of decode step 9 and the closed loop sends C
+    # then: polled before step 17, C is prefilled there, not in step 10 as with every-step polling.
+    lengths = RequestLengths(np.array([16, 16, 16]), np.array([100, 10, 5]))
+    wl = Workload(lengths, ClosedLoop(2))
+    base = dict(num_blocks=1000, prefill_first=True, sglang_admission=True)
+    got = {}
+    for every in (1, 8):
+        rec = Recorder()
+        slow = simulate(wl, rec, SchedulerConfig(recv_interval=every, **base), decode_runs=False)
+        prefills = [i for i, b in enumerate(rec.batches) if b.prefill_tokens.size]
+        got[every] = prefills
+        assert all(rec.batches[i].decode_context.size == 1 for i in range(10, prefills[1]))  # A decodes alone
+        fast = simulate(wl, STEP, SchedulerConfig(recv_interval=every, **base))  # decode runs stop at the poll
+        np.testing.assert_allclose(fast.requests.first_token_s, slow.requests.first_token_s, rtol=1e-12)
+        np.testing.assert_allclose(fast.requests.finish_s, slow.requests.finish_s, rtol=1e-12)
+    assert got[1] == [0, 10] and got[8] == [0, 17]
+
+
+def test_recv_interval_runs_match_step_by_step_and_an_idle_engine_polls_at_once() -> None:
+    wl = Workload(spread_lengths(300, 200, 40.0, 80, seed=3), ClosedLoop(8))
+    for every in (2, 7, 30):
+        cfg = SchedulerConfig(num_blocks=5000, max_num_batched_tokens=4096, prefill_first=True,
+                              sglang_admission=True, recv_interval=every)
+        fast, slow = simulate(wl, STEP, cfg), simulate(wl, STEP, cfg, decode_runs=False)
+        np.testing.assert_allclose(fast.requests.first_token_s, slow.requests.first_token_s, rtol=1e-12)
+        np.testing.assert_allclose(fast.requests.finish_s, slow.requests.finish_s, rtol=1e-12)
+        assert fast.steps == slow.steps
+    # the waits grow with the interval: a request sent mid-run waits for the next poll
+    ttft = [simulate(wl, STEP, SchedulerConfig(num_blocks=5000, prefill_first=True, recv_interval=k)).ttft.mean
+            for k in (1, 10, 30)]
+    assert ttft[0] < ttft[1] < ttft[2]
+    # one request at a time: each arrives at an idle engine, which polls at once
+    one = Workload(fixed_lengths(50, 20, 5), ClosedLoop(1))
+    a = simulate(one, STEP, SchedulerConfig(num_blocks=100))
+    b = simulate(one, STEP, SchedulerConfig(num_blocks=100, recv_interval=30))
+    np.testing.assert_allclose(a.requests.first_token_s, b.requests.first_token_s, rtol=1e-12)
+    with pytest.raises(InputError, match="recv_interval"):
+        SchedulerConfig(num_blocks=100, recv_interval=0)

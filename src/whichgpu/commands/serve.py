@@ -40,6 +40,7 @@ UTILIZATION = Bound(0, 1, lo_open=True)
 HIT_RATE = Bound(0, 0.99)
 SLO_MS = Bound(0, 1e7, lo_open=True)
 SEED = Bound(0, 2**32 - 1)
+RECV_INTERVAL = Bound(1, 100_000)  # decode steps between SGLang's polls for new requests
 LEN_STDDEV = Bound(0, limits.SEQ_LEN.hi)  # tokens
 SWEEP_POINTS = 8
 """Rates of the HTML report's latency-throughput curve: 1/8, 2/8, ..., 8/8 of the saturation rate."""
@@ -70,6 +71,10 @@ def serve_cmd(
     mixed_chunk: bool = typer.Option(None, "--mixed-chunk/--no-mixed-chunk", help="SGLang: its prefill steps carry "
                                      "the running requests' decode (its --enable-mixed-chunk); default off, as "
                                      "SGLang's: a step prefills or decodes. vLLM and TensorRT-LLM always mix."),
+    recv_interval: int = int_option(1, "--scheduler-recv-interval", bound=RECV_INTERVAL, help="SGLang: its "
+                                    "scheduler takes in new requests only every this many decode steps (its "
+                                    "--scheduler-recv-interval; a prefill step is always followed by a poll). "
+                                    "Default 1, SGLang's: every step."),
     adp_balance: str = typer.Option(None, "--adp-balance", help="TensorRT-LLM with --attention-dp: its attention-DP "
                                     "balancing on (attention_dp_config enable_balance) as TIMEOUT[,WAIT], its "
                                     "timeout_iters and batching_wait_iters (WAIT default 10, its default; "
@@ -126,7 +131,7 @@ def serve_cmd(
     rep = serve_run(
         model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, spec_draft_len=spec_draft_len,
         spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine,
-        mixed_chunk=mixed_chunk, adp_balance=adp_balance, concurrency=concurrency,
+        mixed_chunk=mixed_chunk, recv_interval=recv_interval, adp_balance=adp_balance, concurrency=concurrency,
         rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
         output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
@@ -185,8 +190,8 @@ def serve_run(
     attention_dp: int = 1,
     spec_draft_len: int | None = None, spec_acceptance: float | None = None, spec_draft_model: str | None = None,
     replicas: int = 1,
-    engine: str = "vllm", mixed_chunk: bool | None = None, adp_balance: str | tuple[int, int] | None = None,
-    concurrency: int | None = None, rate: float | None = None,
+    engine: str = "vllm", mixed_chunk: bool | None = None, recv_interval: int = 1,
+    adp_balance: str | tuple[int, int] | None = None, concurrency: int | None = None, rate: float | None = None,
     input_len: int | None = None,
     output_len: int | None = None, lengths: Path | None = None, requests: int | None = None,
     output_len_stddev: float = 0.0, precision: str = "bf16", kv_dtype: str = "auto", gpu_memory_utilization: float | None = None,
@@ -218,6 +223,9 @@ def serve_run(
     engine = serving_engine(engine)  # its profile's aliases too (trtllm, trt-llm)
     if isinstance(adp_balance, str):
         adp_balance = parse_adp_balance(adp_balance)
+    if recv_interval != 1 and engine != "sglang":
+        raise InputError(f"--scheduler-recv-interval is SGLang's; give --engine sglang, or leave the flag out "
+                         f"(got --engine {engine})", field="scheduler_recv_interval")
     if (concurrency is None) == (rate is None):
         raise InputError("give exactly one of --concurrency (closed loop) or --rate (Poisson arrivals)",
                          field="concurrency")
@@ -263,7 +271,11 @@ def serve_run(
     if max_num_seqs is None:  # SGLang's own default follows from its KV pool
         mns = default_running_requests(engine, mns, cap.num_tokens, sm.args.max_positions)
     cfg = sm.scheduler_config(cap, max_num_seqs=mns, max_num_batched_tokens=mbt,
-                              prefix_cache_hit_rate=prefix_cache_hit_rate)
+                              prefix_cache_hit_rate=prefix_cache_hit_rate, recv_interval=recv_interval)
+    if recv_interval > 1:
+        sm.assumptions["scheduler"] += (f"; --scheduler-recv-interval {recv_interval}: new requests are taken in only "
+                                        f"every {recv_interval} decode steps (and after each prefill step), so a "
+                                        "request waits up to that many decode steps before its prefill")
     longest = int(pool.input_len.max())
     if cfg.refuses(longest):
         raise NoAnswerError(f"{engine} does not chunk prefills (its default): a {longest:,}-token prompt exceeds its "

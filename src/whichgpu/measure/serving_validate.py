@@ -34,6 +34,15 @@ What each row is run with (stated in `ASSUMPTIONS`):
   (`row_kv_dtype`), weights in the row's precision (blank: BF16); each engine's profile (vllm,
   sglang, tensorrt-llm), its request overhead included.
 
+The B200 SGLang DeepSeek-R1/V3 rows also run with the knobs of their own launch scripts
+(`launch_knobs`). Their container images (``lmsysorg/sglang:v0.5.x-cu129/cu130``), the three length
+pairs (1k/1k, 1k/8k, 8k/1k) and the concurrency ladder (4 to 512) are SemiAnalysis InferenceMAX's
+sweep, whose B200 scripts (``benchmarks/dsr1_fp8_b200.sh``, ``dsr1_fp4_b200.sh``) start SGLang with
+``--scheduler-recv-interval`` 30 at concurrency 16 and over, 10 below (the FP8 script at tp 4: 10),
+and ``--kv-cache-dtype fp8_e4m3``. The rows show the interval: at 1k/1k the FP8 rows' TTFT rises
+2.6x from concurrency 8 to 16, where the same model and engine version on H200 (whose script sets
+neither knob) rises 17 %.
+
 DP attention rows (the ``attention_dp`` column, or a blank column whose per-rank batch size times
 tp is the concurrency, as in seven TensorRT-LLM NVFP4 DeepSeek rows) run as `serve --attention-dp`
 (`layout`): one attention group simulated with its share of the clients (concurrency / groups,
@@ -73,6 +82,13 @@ APART = {"Qwen/Qwen3.5-397B-A17B": "hybrid linear attention (Gated DeltaNet), it
                           "bytes, not calibrated"}
 """Models whose rows are scored and listed apart from the bounded figures (`summary`'s "apart"), with
 why: a family added after the calibration, reported so its error is seen, not folded in."""
+STALLED_RUNS = {("B200", "sglang", "2025-11-10"): (
+    "a day's runs whose TTFT stalls for seconds whatever the load (B200 SGLang, 2025-11-10: 5.5-9.2 s at "
+    "concurrency 4-8 with 8k prompts and at 32-128 with 1k ones, where the same engine on the same GPUs measured "
+    "0.6 s at 8 x 8k on another day and 2.1-2.9 s at 32-128 x 8k a week before, with TPOTs of 8-39 ms): not the "
+    "engine's steady work, scored apart")}
+"""Measurement days scored and listed apart (`apart_reason`), keyed by (GPU, engine, the day of
+``measured_at``), with why: every row of the day's sweep, not the rows picked by their error."""
 GPUS = {"H100-SXM5-80GB": ("h100-sxm5-80gb", "dgx-h100"), "H200-SXM-141GB": ("h200-sxm-141gb", "dgx-h200"),
         "B200": ("b200", "hgx-b200")}
 
@@ -209,6 +225,22 @@ def row_kv_dtype(r: dict[str, str], engine: str) -> str:
     return "fp8" if "fp8" in (r["kv_precision"] or "").lower() or quantised else "auto"
 
 
+def apart_reason(r: dict[str, str]) -> str:
+    """Why a row is scored apart from the bounded figures (`APART`, `STALLED_RUNS`); "" if it is not."""
+    return APART.get(r["hf_model_id"]) or STALLED_RUNS.get((r["gpu"], r["engine"], r["measured_at"][:10]), "")
+
+
+def launch_knobs(r: dict[str, str]) -> dict[str, Any]:
+    """The engine knobs a row's launch script sets beyond AIConfigurator's benchmark rules (module
+    doc): for the B200 SGLang DeepSeek rows, SGLang's receive interval
+    (`serving.scheduler.SchedulerConfig.recv_interval`) and an FP8 KV cache ({"recv_interval": n,
+    "kv_dtype": "fp8"}); {} for the other rows."""
+    if r["engine"] != "sglang" or r["gpu"] != "B200" or not r["model_family"].startswith("DeepSeek"):
+        return {}
+    low = r["precision"] == "fp8" and int(r["tp"] or 1) == 4  # the FP8 script's tp-4 branch: 10 at any concurrency
+    return {"recv_interval": 10 if low or int(r["concurrency"]) < 16 else 30, "kv_dtype": "fp8"}
+
+
 def serving_rows(path: Path, limit: int | None = None, match: str | None = None,
                  trtllm_adp_balance: tuple[int, int] | None = None) -> list[ServeScore]:
     """Score every row of ``serving_dev.csv`` (one per measurement group); `match`: only rows whose
@@ -239,14 +271,15 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None,
             continue
         sc = ServeScore(name, f"{r['gpu']} {r['engine']}", r["gpu"], r["engine"], float(r["ttft_ms"]),
                         float(r["tpot_ms"]), row_id=r.get("row_id", ""), engine_version=r.get("engine_version", ""),
-                        apart=APART.get(r["hf_model_id"], ""))
+                        apart=apart_reason(r))
         sc.reason = _reason(r)
         if sc.reason:
             out.append(sc)
             continue
         gid, sid = GPUS[r["gpu"]]
         tp, ep, adp = layout(r)
-        kv = row_kv_dtype(r, engine)
+        script = launch_knobs(r)
+        kv = script.get("kv_dtype") or row_kv_dtype(r, engine)
         balance = trtllm_adp_balance if engine == "tensorrt-llm" and adp > 1 else None
         key = (ZOO[r["hf_model_id"]], gid, sid, tp, ep, PRECISIONS[r["precision"]], kv, engine, adp, balance)
         try:
@@ -261,7 +294,8 @@ def serving_rows(path: Path, limit: int | None = None, match: str | None = None,
             seqs = int(r["batch_size"] or c)  # the benchmark's engine knobs (module doc)
             tokens = seqs + isl + BENCH_TOKEN_HEADROOM
             cap = m.capacity(max_seq_len=isl + osl, max_num_batched_tokens=tokens, max_num_seqs=seqs)
-            cfg = m.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+            cfg = m.scheduler_config(cap, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                                     recv_interval=script.get("recv_interval", 1))
             n = BENCH_REQUESTS_PER_CONCURRENCY * c
             res = simulate(Workload(bench_lengths(isl, osl, n), ClosedLoop(c)), m.step_time, cfg)
         except WhichGPUError as e:

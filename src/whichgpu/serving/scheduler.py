@@ -79,6 +79,13 @@ group's arrival rate over its last `ARRIVAL_WINDOW` requests (seeded), or at onc
 has some left over. Not modelled: the step time's dependence on the other groups' batches (they are
 taken in lockstep with this one, as without balancing).
 
+SGLang's receive interval (``SchedulerConfig.recv_interval``; ``--scheduler-recv-interval``, 1 by
+default, and its ``SchedulerRecvSkipper``): the scheduler polls its input for new requests before a
+step only when a counter has reached the interval, then resets it; a decode step adds 1 to the
+counter, a step with prefill tokens the interval (any prefill step is followed by a poll), and an
+idle engine polls at once. A request that reaches the scheduler during a run of decode steps waits
+for the next poll: up to the interval's worth of decode steps more before its prefill.
+
 Pipeline parallelism runs several of these engines side by side (`pipeline.py`); this module
 simulates one.
 
@@ -196,13 +203,20 @@ class SchedulerConfig:
     doc); False: vLLM's (admission on the next chunk's blocks, the newest preempted, queued first).
     Under speculative decoding the retraction is vLLM's preemption."""
 
+    recv_interval: int = 1
+    """SGLang's ``--scheduler-recv-interval`` (its ``SchedulerRecvSkipper``): the scheduler takes in the
+    requests that reached it only when a counter has reached this; each decode step adds 1 to the
+    counter, a step with prefill tokens the whole interval (its weights: decode 1, any other forward
+    mode 1000), and each take resets it; an idle engine takes them at once. 1: at every step, the
+    engines' default (module doc)."""
+
     def refuses(self, prompt_tokens: int) -> bool:
         """Whether the engine refuses a prompt of ``prompt_tokens``: one over the step's budget
         without chunked prefill."""
         return not self.chunked_prefill and prompt_tokens > self.max_num_batched_tokens
 
     def __post_init__(self) -> None:
-        for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
+        for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "recv_interval"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise InputError(f"{name} must be a whole number >= 1, got {v}", field=name)
@@ -371,6 +385,8 @@ class _Engine:
             self.arrival = workload.arrival.arrivals(n)
             self.sent = n
         self.lag = cfg.request_latency_s
+        self.recv = cfg.recv_interval
+        self.recv_count = self.recv  # SGLang's receive counter (`_arrive`): the first step polls
         self.next_arrival = 0  # next sent request the scheduler has not seen
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
@@ -407,6 +423,7 @@ class _Engine:
             if not self.running and not self.waiting:  # idle until the next request reaches the scheduler
                 self.t = max(self.t, float(self.arrival[self.next_arrival]) + self.lag)
                 self.ratio_base, self.ratio_steps = SGLANG_INIT_RATIO, 0  # SGLang resets it when idle
+                self.recv_count = self.recv  # and polls at once
                 continue
             self._step()
             if self.decode_runs:
@@ -417,6 +434,7 @@ class _Engine:
                 # one cut by an arrival goes back to the scheduler
                 while (ended := self._decode_run()) is not None:
                     if ended is _SHORT:
+                        self._arrive()  # the poll before that step
                         self._short_step()
                     self._arrive()
         times = RequestTimes(self.arrival, self.first, self.finish, self.prompt, self.target, self.preempts)
@@ -431,7 +449,13 @@ class _Engine:
         return a
 
     def _arrive(self) -> None:
-        """Queue every sent request that has reached the scheduler by now."""
+        """Queue every sent request that has reached the scheduler by now, if it polls before this
+        step (`SchedulerConfig.recv_interval`: only when its counter has reached the interval, which
+        the poll resets; called again before the same step, it finds the counter reset)."""
+        if self.recv > 1:
+            if self.recv_count < self.recv:
+                return
+            self.recv_count = 0
         arr, i, t, lag = self.arrival, self.next_arrival, self.t, self.lag
         while i < self.sent and arr[i] + lag <= t:
             self.waiting.append(i)
@@ -714,6 +738,7 @@ class _Engine:
             pre = ~decode
             batch = StepBatch(new[pre], ctx_after[pre], ctx_after[decode], dec_drafts)
         self.t += float(self.step_time(batch)) + self.cfg.cpu_overhead_s
+        self.recv_count += 1 if all_decode else self.recv
         if all_decode:  # SGLang's ratio falls at each decode step that did not retract
             self.ratio_steps += not self.retracted
         self.retracted = False
@@ -835,8 +860,9 @@ class _Engine:
         first_finish = k = int(left.min())  # up to and including the next finish
         cum = (self._decode_times(ctx, k) + cfg.cpu_overhead_s).cumsum()
         if not self.waiting and not full and self.next_arrival < self.sent:
-            # stop after the step during which the next request arrives: it joins the next step
-            k = min(k, int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1)
+            # stop after the step during which the next request arrives (at the poll after it): it
+            # joins the next step
+            k = min(k, self._polled_after(int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1))
         if self.balance is not None:  # stop before the balancing counter's timeout: that step releases (`_hold`)
             k = min(k, self.balance[0] - 1 - self.adp_count)
             if k <= 0:
@@ -866,6 +892,7 @@ class _Engine:
         self.t += float(cum[k - 1])
         if self.balance is not None:
             self.adp_count += k
+        self._count_decode_steps(k)
         self.steps += k
         self.seq_steps += k * ids.size
         self.ratio_steps += k
@@ -924,6 +951,7 @@ class _Engine:
         self.free -= int(need.sum())
         cfg = self.cfg
         self.t += float(self.step_time(StepBatch.decode_only(ctx))) + cfg.cpu_overhead_s
+        self.recv_count += 1
         self.steps += 1
         self.ratio_steps += 1
         self.seq_steps += n
@@ -974,8 +1002,9 @@ class _Engine:
         cum = (times + cfg.cpu_overhead_s).cumsum()
         if not self.waiting and not full and self.next_arrival < self.sent:
             m = int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t))
-            steps = min(steps, m + 1)
+            steps = min(steps, self._polled_after(m + 1))
         self.t += float(cum[steps - 1])
+        self._count_decode_steps(steps)
         self.steps += steps
         self.ratio_steps += steps
         self.seq_steps += steps * n
@@ -991,6 +1020,25 @@ class _Engine:
         done = to_finish == steps
         self._finish(ids[done], ids[~done])
         return bool(done.any())
+
+    def _polled_after(self, steps: int) -> int:
+        """The fewest decode steps, at least ``steps``, after which the scheduler polls for new
+        requests (every step without a receive interval; with one, when the counter, now below
+        it, reaches it, then every interval)."""
+        r = self.recv
+        if r <= 1:
+            return steps
+        first = r - self.recv_count
+        return first if steps <= first else first + -(-(steps - first) // r) * r
+
+    def _count_decode_steps(self, k: int) -> None:
+        """The receive counter after ``k`` decode steps run at once, with the polls the scheduler
+        makes between them (before each step the counter has reached the interval, resetting it)."""
+        r = self.recv
+        if r <= 1:
+            return
+        first = r - self.recv_count  # steps until the first poll
+        self.recv_count = self.recv_count + k if k <= first else (k - first) % r or r
 
     def _decode_times(self, ctx: np.ndarray, k: int) -> np.ndarray:
         if self.decode_run is not None:
