@@ -109,6 +109,7 @@ def test_b200_sglang_deepseek_rows_run_with_their_launch_scripts_knobs(rows: lis
     assert sv.launch_knobs({**row, "gpu": "H200-SXM-141GB"}) == {}
     assert sv.launch_knobs({**row, "engine": "vllm"}) == {}
     assert sv.launch_knobs({**row, "model_family": "Qwen3.5-397B-A17B"}) == {}
+    assert "--scheduler-recv-interval" in sv.assumptions()["launch_scripts"]  # what validate-serve --json states
     # the interval's mark on the rows: measured TTFT rises 2.6x from concurrency 8 to 16 at 1k/1k
     # (FP8, tp 8); predicted, 1.4x (1.05x with every-step polling)
     fp8 = {int(r.name.rsplit(" c", 1)[1]): r for r in rows if r.errors() is not None and not r.apart

@@ -138,6 +138,10 @@ ASSUMPTIONS = {
                     "AIConfigurator's TensorRT-LLM templates set no attention_dp_config); --trtllm-adp-balance "
                     "TIMEOUT[,WAIT] runs them with it",
     "metric": "mean TTFT and mean TPOT (the source does not say mean or median); one score per measurement_group",
+    "launch_scripts": "the B200 SGLang DeepSeek rows (InferenceMAX's sweep) with their launch scripts' "
+                      "--scheduler-recv-interval (30 from 16 requests in flight, 10 below; the FP8 script's tp-4 branch "
+                      "10) and --kv-cache-dtype fp8_e4m3; the 2025-11-10 B200 SGLang runs, whose TTFT stalls for "
+                      "seconds whatever the load, scored apart",
 }
 
 
