@@ -859,10 +859,7 @@ class _Engine:
         left = self.target[ids] - self.out[ids]
         first_finish = k = int(left.min())  # up to and including the next finish
         cum = (self._decode_times(ctx, k) + cfg.cpu_overhead_s).cumsum()
-        if not self.waiting and not full and self.next_arrival < self.sent:
-            # stop after the step during which the next request arrives (at the poll after it): it
-            # joins the next step
-            k = min(k, self._polled_after(int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t)) + 1))
+        k = min(k, self._joins_after(cum, full))
         if self.balance is not None:  # stop before the balancing counter's timeout: that step releases (`_hold`)
             k = min(k, self.balance[0] - 1 - self.adp_count)
             if k <= 0:
@@ -1000,9 +997,7 @@ class _Engine:
             times = np.array([self.step_time(StepBatch.decode_only(ctx + p[i], drafts)) for i in range(steps)],
                              np.float64)
         cum = (times + cfg.cpu_overhead_s).cumsum()
-        if not self.waiting and not full and self.next_arrival < self.sent:
-            m = int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t))
-            steps = min(steps, self._polled_after(m + 1))
+        steps = min(steps, self._joins_after(cum, full))
         self.t += float(cum[steps - 1])
         self._count_decode_steps(steps)
         self.steps += steps
@@ -1020,6 +1015,16 @@ class _Engine:
         done = to_finish == steps
         self._finish(ids[done], ids[~done])
         return bool(done.any())
+
+    def _joins_after(self, cum: np.ndarray, full: bool) -> int:
+        """How many of a run's decode steps (``cum``: their cumulative times) pass before the next sent
+        request can join: the run stops after the step during which it reaches the scheduler, at the
+        poll after it (`_polled_after`), and it joins the next step; len(cum) when none can join
+        within the run (one already waits, no room for another, none sent)."""
+        if self.waiting or full or self.next_arrival >= self.sent:
+            return int(cum.size)
+        arrives = int(cum.searchsorted(self.arrival[self.next_arrival] + self.lag - self.t))
+        return min(int(cum.size), self._polled_after(arrives + 1))
 
     def _polled_after(self, steps: int) -> int:
         """The fewest decode steps, at least ``steps``, after which the scheduler polls for new
