@@ -310,6 +310,32 @@ def test_moe_layouts_carry_the_measured_caveat_and_dense_ones_do_not() -> None:
     assert "moe" not in dense.assumptions
 
 
+def test_each_local_expert_is_a_gemm_kernel_the_host_issues() -> None:
+    """Transformer Engine's GroupedLinear runs one GEMM per local expert: each grouped expert op is
+    experts / ep kernels, so an eager host issues 16 per op at EP 8 of Qwen3-30B-A3B's 128 experts and
+    2 at EP 64, and the GPU launches as many; the FLOPs and bytes do not depend on the split."""
+    from whichgpu.parallel.layer import layer_cost
+    from whichgpu.perf.device import Device
+    from whichgpu.perf.params import load_params
+
+    _, a, _ = planner_model("qwen3-30b-a3b")
+    moe = next(i for i in range(a.layers) if a.is_moe(i))
+    names = {"experts.up", "experts.up.dgrad", "experts.up.wgrad", "experts.down", "experts.down.dgrad",
+             "experts.down.wgrad"}
+    for ep in (1, 8, 64):
+        ops = [o for part in layer_ops(a, moe, Shard(1, 4096, 1, 1, ep, False))[:3] for o in part]
+        experts = [o for o in ops if o.name in names]
+        assert len(experts) == 6 and all(o.kernels == a.experts // ep for o in experts)
+        assert all(o.kernels == 1 for o in ops if o.name not in names and o.category == "matmul")
+    dev = Device(load_catalog().get("b200"), load_params())
+    host_s = 65e-6
+    ep8, ep64 = (layer_cost(a, moe, Shard(1, 4096, 1, 1, ep, False), dev, host_s) for ep in (8, 64))
+    # forward and input gradient: the up and down GEMMs, 16 kernels each at EP 8, 2 at EP 64
+    assert ep8.forward_host_s - ep64.forward_host_s == pytest.approx(2 * (16 - 2) * host_s)
+    assert ep8.input_grad_host_s - ep64.input_grad_host_s == pytest.approx(2 * (16 - 2) * host_s)
+    assert ep8.flops_fwd == pytest.approx(ep64.flops_fwd)
+
+
 def test_expert_tensor_parallelism_folds_expert_parallelism_over_tensor_parallel_ranks() -> None:
     """Megatron's MoE parallel folding: with etp 1 each expert stays whole and the expert-parallel group
     spans tensor- and data-parallel ranks (ep x etp divides tp x cp x dp). Each rank then runs

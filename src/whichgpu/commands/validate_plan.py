@@ -109,8 +109,7 @@ def validate_plan_cmd(
         if name == "moe":
             q = c["measured_over_predicted"]
             say(f"moe: measured throughput is {q['p10']:.2f}-{q['p90']:.2f}x the prediction (p10-p90, median "
-                f"{q['p50']:.2f}x): the planner is optimistic for MoE, most for fine-grained experts; outside the "
-                "dense bounds")
+                f"{q['p50']:.2f}x): scored apart, outside the dense bounds")
         for ns in c["not_scored"]:
             say(f"  not scored: {ns['name']}: {ns['reason']}")
         if show_rows:

@@ -16,7 +16,8 @@ bandwidth ceiling). What is assumed, as Megatron-LM with Transformer Engine runs
   activation; each one memory pass over its tensors, backward about twice the bytes. Under
   sequence parallelism norms and residuals run on 1/tp of the tokens.
 * MoE layers: a router GEMM, token permutation, and grouped expert GEMMs over a balanced routing
-  (each rank's experts see tokens x top-k x ep / experts rows each).
+  (each rank's experts see tokens x top-k x ep / experts rows each), one GEMM kernel per local
+  expert (Transformer Engine's GroupedLinear), each launched and, in eager mode, issued by the host.
 
 Tensor-, context- and expert-parallel communication are not kernels here: ``LayerCost`` carries
 their message sizes and the planner times them over the system's links (parallel/comm.py).
@@ -174,20 +175,23 @@ def layer_ops(a: DecoderArgs, layer: int, sh: Shard) -> tuple[list[Op], list[Op]
         rows = max(1, T * k * etp // t)
         local = max(1, a.experts // sh.ep)
         per_expert = max(1, -(-rows // local))
+        # Transformer Engine's GroupedLinear (Megatron-core's grouped expert MLP, as Megatron-Bridge's
+        # recipes run it) issues each local expert's GEMM as its own kernel: a grouped op is `local`
+        # kernels to launch and for an eager host to issue, so fewer, wider ranks pay less of both
         f = 2.0 * rows * (2 * i) * h
         up = Op("experts.up", "matmul", "forward", mod, mm_dtype, f, rows * h * e + local * 2 * i * h * w,
-                rows * 2 * i * e, mm=(local, per_expert, 2 * i, h))
+                rows * 2 * i * e, mm=(local, per_expert, 2 * i, h), kernels=local)
         up_b = Op("experts.up.dgrad", "matmul", "backward", mod, mm_dtype, f, rows * 2 * i * e + local * 2 * i * h * w,
-                  rows * h * e, mm=(local, per_expert, h, 2 * i))
+                  rows * h * e, mm=(local, per_expert, h, 2 * i), kernels=local)
         up_w = Op("experts.up.wgrad", "matmul", "backward", mod, mm_dtype, f, rows * (2 * i + h) * e,
-                  local * 2 * i * h * 4.0, mm=(local, 2 * i, h, per_expert), tags=("wgrad",))
+                  local * 2 * i * h * 4.0, mm=(local, 2 * i, h, per_expert), tags=("wgrad",), kernels=local)
         fd = 2.0 * rows * i * h
         down = Op("experts.down", "matmul", "forward", mod, mm_dtype, fd, rows * i * e + local * i * h * w, rows * h * e,
-                  mm=(local, per_expert, h, i))
+                  mm=(local, per_expert, h, i), kernels=local)
         down_b = Op("experts.down.dgrad", "matmul", "backward", mod, mm_dtype, fd, rows * h * e + local * i * h * w,
-                    rows * i * e, mm=(local, per_expert, i, h))
+                    rows * i * e, mm=(local, per_expert, i, h), kernels=local)
         down_w = Op("experts.down.wgrad", "matmul", "backward", mod, mm_dtype, fd, rows * (i + h) * e,
-                    local * i * h * 4.0, mm=(local, h, i, per_expert), tags=("wgrad",))
+                    local * i * h * 4.0, mm=(local, h, i, per_expert), tags=("wgrad",), kernels=local)
         gemms += [up, up_b, up_w, down, down_b, down_w]
         ew.append(_elementwise("experts.act", rows * 2 * i * e, rows * i * e, mod))
         ew.append(_elementwise("permute", 2 * rows * h * e, 2 * rows * h * e, mod, "copy"))

@@ -334,8 +334,8 @@ def moe_caveat() -> str:
     by = ", ".join(f"{g} {v:.2f}x" for g, v in q["by_gpu"].items())
     return (f"not calibrated for MoE: on {q['rows']} published Megatron-Bridge MoE runs ({q['models']}; whichgpu "
             f"validate-plan --only moe) measured throughput was {q['p10']:.2f}-{q['p90']:.2f}x the prediction "
-            f"(p10-p90, median {q['p50']:.2f}x; median by GPU: {by}), lowest for fine-grained experts "
-            "(Qwen3-30B-A3B): expect slower than shown")
+            f"(p10-p90, median {q['p50']:.2f}x; median by GPU: {by}; each run: whichgpu validate-plan --only moe "
+            "--rows): expect slower than shown")
 
 
 def _pass_time(gpu_s: float, host_s: float, comm: dict[str, float]) -> tuple[float, dict[str, float]]:
@@ -634,7 +634,8 @@ def score(ctx: Context, plan: Plan) -> Scored:
                            f"{job.gpu.usable_memory_text} = {capacity / 1e9:.1f} GB"),
                 "layout_order": "Megatron rank order tp, cp, dp, pp",
                 **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
-                           "grouped expert GEMMs timed per expert, "
+                           f"grouped expert GEMMs timed per expert, one kernel per local expert ({max(1, a.experts // plan.ep)} "
+                           "here: Transformer Engine's GroupedLinear), "
                            + (f"all-to-all dispatch and combine over {plan.ep} GPUs"
                               + (" (across nodes: each GPU's share for other nodes through its own network rail)"
                                  if plan.expert_tp * plan.ep > gpn else "") if plan.ep > 1
