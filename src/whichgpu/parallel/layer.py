@@ -173,7 +173,7 @@ def layer_ops(a: DecoderArgs, layer: int, sh: Shard) -> tuple[list[Op], list[Op]
         # group's tokens, each rank with 1/tp of them (sequence parallel), gathered over the etp ranks
         # that split an expert (etp = tp: the group's T tokens at 1/tp of the width; etp 1: T / tp, whole)
         rows = max(1, T * k * etp // t)
-        local = max(1, a.experts // sh.ep)
+        local = local_experts(a, sh.ep)
         per_expert = max(1, -(-rows // local))
         # Transformer Engine's GroupedLinear (Megatron-core's grouped expert MLP, as Megatron-Bridge's
         # recipes run it) issues each local expert's GEMM as its own kernel: a grouped op is `local`
@@ -211,6 +211,12 @@ def layer_ops(a: DecoderArgs, layer: int, sh: Shard) -> tuple[list[Op], list[Op]
     wgrad = [o for o in gemms if "wgrad" in o.tags]
     dgrad = [o for o in gemms if o.phase == "backward" and "wgrad" not in o.tags] + [b for _, b in ew] + attn_bwd_ops
     return fwd, dgrad, wgrad, attn_fwd_ops
+
+
+def local_experts(a: DecoderArgs, ep: int) -> int:
+    """Experts on each rank of an expert-parallel group of `ep`: the grouped expert GEMMs' batch and
+    their kernel count (Transformer Engine's GroupedLinear runs one GEMM per local expert)."""
+    return max(1, a.experts // ep)
 
 
 def _fp8_casts(gemms: list[Op], mod: str) -> list[tuple[Op, Op]]:

@@ -49,7 +49,7 @@ from whichgpu.parallel.comm import (
     nvls_speedup,
     ring_link,
 )
-from whichgpu.parallel.layer import LayerCost, Shard, edge_costs, layer_cost
+from whichgpu.parallel.layer import LayerCost, Shard, edge_costs, layer_cost, local_experts
 from whichgpu.parallel.plan import FULL_SHARD, Plan
 from whichgpu.parallel.sharding import ring_collective
 from whichgpu.perf.device import Device
@@ -634,7 +634,7 @@ def score(ctx: Context, plan: Plan) -> Scored:
                            f"{job.gpu.usable_memory_text} = {capacity / 1e9:.1f} GB"),
                 "layout_order": "Megatron rank order tp, cp, dp, pp",
                 **({"moe": f"{a.experts} experts, top-{a.experts_per_token}, routing assumed balanced (dropless), "
-                           f"grouped expert GEMMs timed per expert, one kernel per local expert ({max(1, a.experts // plan.ep)} "
+                           f"grouped expert GEMMs timed per expert, one kernel per local expert ({local_experts(a, plan.ep)} "
                            "here: Transformer Engine's GroupedLinear), "
                            + (f"all-to-all dispatch and combine over {plan.ep} GPUs"
                               + (" (across nodes: each GPU's share for other nodes through its own network rail)"
