@@ -28,6 +28,18 @@ What each probe answers (the open accuracy questions of the serving and planner 
   cost (``parallel.layer.layer_cost``), GPU time and host-bound time.
 * ``moe_layer``: a Qwen3-30B-A3B MoE block (router, top-8 of 128 experts, token permutation,
   grouped expert GEMMs, weighted combine), forward and backward, against the planner's MoE kernels.
+* ``train_step``: whole training steps of zoo models (the zoo's own builders, full depth, random
+  weights; autocast BF16, the zoo's default optimizer from ``torch.optim``, eager): step time and
+  the PyTorch allocator's peaks. Their predictions (``whichgpu estimate`` and ``whichgpu fit``) are
+  filled in afterwards on the machine that runs the tests, with the pinned torch:
+  ``python scripts/gpu_probe.py --predict DIR/gpu_probe.json``.
+* ``step_profile`` (written by ``train_step`` on CUDA): one step's GPU kernel time by estimate's op
+  categories (kernel names matched by ``KERNEL_CATEGORIES``), filled in by ``--predict`` with
+  estimate's time per category: where a step's error comes from.
+* ``sustained``: an 8192^3 BF16 GEMM issued back to back for 40 s, its rate each second beside the
+  SM clock, board power, temperature and clock-limit reasons NVML reads: the clock the card holds
+  under sustained tensor work, against the power model's (``perf/device.py``: the clock scale and
+  the rate it gives this GEMM). Short benchmarks (every other probe) see the card before it heats.
 
 Each row says what was run; no row is fitted to anything here.
 """
@@ -35,13 +47,15 @@ Each row says what was run; no row is fitted to anything here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +79,7 @@ from whichgpu.workload.trace import Op
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 SCHEMA = "whichgpu.gpu_probe/1"
-PROBES = ("launch", "gemm", "prefill_layer", "train_layer", "moe_layer")
+PROBES = ("launch", "gemm", "prefill_layer", "train_layer", "moe_layer", "train_step", "sustained")
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -248,6 +262,9 @@ def _gemm_cases(quick: bool) -> list[tuple[str, int, int, int, str]]:
     cases: list[tuple[str, int, int, int, str]] = []
     if quick:
         return [("toy", 64, 96, 128, "bf16"), ("toy", 64, 96, 128, "fp16")]
+    for n in (4096, 8192):  # the ceilings: square GEMMs that fill the chip
+        for dt in ("bf16", "fp16", "fp8"):
+            cases.append((f"square {n}", n, n, n, dt))
     _, a, _ = planner_model("llama-3.1-8b")
     h, i = a.hidden, a.intermediate
     qkv = (a.heads + 2 * a.kv_heads) * a.head_dim
@@ -266,6 +283,13 @@ def _gemm_cases(quick: bool) -> list[tuple[str, int, int, int, str]]:
 
 
 def probe_gemm(p: Probe) -> None:
+    if p.cuda:  # the memory ceiling: a device-to-device copy, bytes read plus written
+        src = torch.empty(2 * 1024**3, dtype=torch.uint8, device=p.dev).random_()
+        dst = torch.empty_like(src)
+        t = p.device_s(lambda: dst.copy_(src), iters=20)
+        p.add("gemm", "device-to-device copy 2 GiB (read + write)", t, 2 * src.numel() / (p.spec.memory_bandwidth_gbps * 1e9),
+              predicted_is="datasheet bandwidth", tb_per_s=2 * src.numel() / t / 1e12)
+        del src, dst
     fp8_ok = p.cuda and hasattr(torch, "_scaled_mm") and torch.cuda.get_device_capability(p.dev) >= (8, 9)
     for name, m, n, k, dt in _gemm_cases(p.quick):
         if dt == "fp8" and not fp8_ok:
@@ -511,6 +535,350 @@ def probe_moe_layer(p: Probe) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# sustained: the clock under sustained tensor work
+# ---------------------------------------------------------------------------------------------
+
+def _nvml() -> Callable[[], dict[str, Any]] | None:
+    """A reader of the GPU's SM clock (MHz), power (W), temperature (C) and clock-limit reasons
+    (NVML's bitmask), or None without NVML."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+
+    def read() -> dict[str, Any]:
+        return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+                "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3,
+                "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+                "clock_limit_reasons": pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)}
+
+    return read
+
+
+@contextlib.contextmanager
+def _sampling(read: Callable[[], dict[str, Any]] | None, every_s: float = 0.005) -> Iterator[dict[str, Any]]:
+    """While the block runs, NVML read every `every_s` on a thread; afterwards the dict holds the SM
+    clock's p10 / median / p90 (MHz), the mean power (W) and the samples taken (empty without NVML)."""
+    out: dict[str, Any] = {}
+    if read is None:
+        yield out
+        return
+    samples: list[dict[str, Any]] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            samples.append(read())
+            time.sleep(every_s)
+
+    th = threading.Thread(target=loop, daemon=True)
+    th.start()
+    try:
+        yield out
+    finally:
+        stop.set()
+        th.join()
+        clocks = np.array([x["sm_clock_mhz"] for x in samples], float)
+        out.update(sm_clock_p10_mhz=float(np.percentile(clocks, 10)), sm_clock_median_mhz=float(np.median(clocks)),
+                   sm_clock_p90_mhz=float(np.percentile(clocks, 90)), max_sm_clock_mhz=samples[0]["max_sm_clock_mhz"],
+                   mean_power_w=float(np.mean([x["power_w"] for x in samples])),
+                   power_limit_w=samples[0]["power_limit_w"], nvml_samples=len(samples))
+
+
+def probe_sustained(p: Probe) -> None:
+    n = 256 if p.quick else 8192
+    seconds = 2.0 if p.quick else 40.0
+    dt = torch.bfloat16 if p.cuda else torch.float32
+    a = torch.randn(n, n, device=p.dev, dtype=dt)
+    b = torch.randn(n, n, device=p.dev, dtype=dt)
+    pred = p.op_s(_gemm_op(n, n, n, "bf16"))
+    read = _nvml() if p.cuda else None
+    rate = p.device.rate("bf16")
+    model = {"model_clock_scale": p.device.clock_scale, "model_ceiling": rate.ceiling,
+             "model_tflops": rate.flops * rate.ceiling / 1e12}
+    start = time.perf_counter()
+    while (now := time.perf_counter() - start) < seconds:
+        k = 0
+        p.sync()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0 and k < 5000:
+            for _ in range(10):
+                torch.mm(a, b)
+            k += 10
+            p.sync()
+        per = (time.perf_counter() - t0) / k
+        card = read() if read else {}
+        p.add("sustained", f"bf16 {n}^3 GEMMs, second {now:4.1f}", per, pred, tflops=2.0 * n**3 / per / 1e12,
+              **card, **model)
+
+
+# ---------------------------------------------------------------------------------------------
+# train_step: whole zoo models, one training step, against estimate and fit
+# ---------------------------------------------------------------------------------------------
+
+# (zoo id or config.json, batch, tokens per sample, image side, channels-last): the zoo's defaults
+# where they fit one 80 GB GPU with autocast BF16 and no recomputation. Llama-3.1-8B's layers, four
+# of them (its config with num_hidden_layers 4), stand for a modern decoder whose full depth does
+# not fit one GPU with AdamW.
+LLAMA_4L = "data/gpu_probes/llama-3.1-8b-4layers.json"
+TRAIN_STEPS: tuple[tuple[str, int, int | None, int | None, bool], ...] = (
+    ("resnet50-v1.5", 256, None, 224, True),
+    ("vit-b16", 128, None, 224, False),
+    ("bert-large-squad", 32, 384, None, False),
+    ("t5-base", 8, 512, None, False),
+    ("gpt2", 8, 1024, None, False),
+    ("gpt2-medium", 8, 1024, None, False),
+    ("gpt2-xl", 4, 1024, None, False),
+    (LLAMA_4L, 2, 4096, None, False),
+)
+QUICK_STEPS = (("gpt2", 1, 32, None, False),)
+
+
+def _real(x: Any, dev: torch.device) -> Any:
+    """`x` with every meta tensor replaced by a real one of its shape and dtype on `dev`: floats
+    random normal, booleans true, integers zero (valid token ids, labels and positions)."""
+    if isinstance(x, torch.Tensor) and x.device.type == "meta":
+        if x.is_floating_point():
+            return torch.randn(x.shape, dtype=x.dtype, device=dev)
+        return (torch.ones if x.dtype == torch.bool else torch.zeros)(x.shape, dtype=x.dtype, device=dev)
+    if isinstance(x, dict):
+        return {k: _real(v, dev) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_real(v, dev) for v in x)
+    return x
+
+
+def _materialise(built: Any, dev: torch.device, channels_last: bool) -> None:
+    """The zoo's meta model and inputs made real on `dev`: weights N(0, 0.02) (running variances 1),
+    tied weights kept tied, inputs and the loss function's captured labels as `_real`."""
+    shared: dict[int, list[tuple[torch.nn.Module, str]]] = {}
+    for mod in built.model.modules():
+        for name, t in mod.named_parameters(recurse=False):
+            shared.setdefault(id(t), []).append((mod, name))
+    built.model = built.model.to_empty(device=dev)
+    for places in shared.values():  # to_empty unties tied weights (GPT-2's embedding and LM head): tie again
+        first = getattr(places[0][0], places[0][1])
+        for mod, name in places[1:]:
+            setattr(mod, name, first)
+    with torch.no_grad():
+        for name, t in [*built.model.named_parameters(), *built.model.named_buffers()]:
+            if t.is_floating_point():
+                t.fill_(1.0) if name.endswith("running_var") else t.normal_(0.0, 0.02)
+            else:
+                t.zero_()
+    built.inputs = _real(built.inputs, dev)
+    fn = built.loss_fn
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            cell.cell_contents = _real(cell.cell_contents, dev)
+        except ValueError:  # an empty cell
+            continue
+    if channels_last:
+        built.model = built.model.to(memory_format=torch.channels_last)
+        built.inputs = {k: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v
+                        for k, v in built.inputs.items()} if isinstance(built.inputs, dict) else built.inputs
+
+
+def _real_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool,
+                    window: int = 0, softcap: float = 0.0, sinks: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:
+    """``whichgpu::attention`` (a meta-only op) run for real by PyTorch's SDPA, which picks the flash
+    kernel as the model assumes; the variants SDPA has no kernel for are refused."""
+    if (window and causal) or softcap or sinks is not None:
+        raise NotImplementedError("sliding windows, soft-capping and sinks have no SDPA kernel")
+    return _sdpa_gqa(q, k, v, attn_mask=mask, is_causal=causal and mask is None), None
+
+
+_SDPA = F.scaled_dot_product_attention
+
+
+def _sdpa_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
+              dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+              enable_gqa: bool = False) -> torch.Tensor:
+    """SDPA with grouped K/V heads taken as they are (the zoo's decoders pass them unexpanded, as
+    capture's fused attention op takes them)."""
+    return _SDPA(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                 enable_gqa=enable_gqa or k.shape[-3] != q.shape[-3])
+
+
+def _optimizer(name: str, params: Any) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=1e-4)
+    return (torch.optim.Adam if name == "adam" else torch.optim.AdamW)(params, lr=1e-4)
+
+
+def probe_train_step(p: Probe) -> None:
+    import whichgpu.workload.ops  # noqa: F401  (defines whichgpu::attention)
+
+    meta_attention = torch.ops.whichgpu.attention
+    torch.ops.whichgpu.attention = _real_attention  # the namespace's attribute, looked up at each call
+    F.scaled_dot_product_attention = _sdpa_gqa
+    try:
+        for case in (QUICK_STEPS if p.quick else TRAIN_STEPS):
+            _train_step(p, *case)
+    finally:  # capture (in this process too, in the tests) needs both back
+        torch.ops.whichgpu.attention = meta_attention
+        F.scaled_dot_product_attention = _SDPA
+
+
+def _train_step(p: Probe, mid: str, b: int, seq: int | None, img: int | None, nhwc: bool) -> None:
+    optim, step = _step_fn(p, mid, b, seq, img, nhwc)
+    step()
+    step()
+    if p.cuda:
+        torch.cuda.reset_peak_memory_stats(p.dev)
+    with _sampling(_nvml() if p.cuda else None) as card:
+        t = p.device_s(step, iters=5)
+    alloc = torch.cuda.max_memory_allocated(p.dev) if p.cuda else None
+    reserved = torch.cuda.max_memory_reserved(p.dev) if p.cuda else None
+    host = p.host_s(step, iters=3)
+    case = f"{Path(mid).stem} b{b} {'x' + str(seq) + ' tok' if seq else str(img) + 'px'} amp-bf16 {optim}"
+    p.add("train_step", case, t, None, model=mid, batch=b, seq_len=seq, image_size=img,
+          channels_last=nhwc, precision="amp-bf16", optimizer=optim,
+          measured_alloc_bytes=alloc, measured_reserved_bytes=reserved, host_s=host, **card)
+    if p.cuda:
+        _profile_step(p, case, step)
+    del step
+    if p.cuda:
+        torch.cuda.empty_cache()
+
+
+# kernel name patterns -> estimate's op categories (by_category), first match wins
+KERNEL_CATEGORIES = (
+    ("attention", ("flash", "fmha", "attention", "attn")),
+    ("optimizer", ("multi_tensor_apply",)),
+    ("matmul", ("gemm", "xmma", "nvjet", "cutlass", "cublas", "sm90_", "sm80_", "wgmma", "splitk", "conv", "implicit")),
+    ("softmax", ("softmax",)),
+    ("loss", ("nll_loss", "cross_entropy")),
+    ("norm", ("layer_norm", "layernorm", "rms_norm", "batch_norm", "batchnorm", "bn_", "welford")),
+    ("embedding", ("embedding", "indexselect", "index_select")),
+    ("reduction", ("reduce",)),
+    ("copy", ("copy", "cat", "transpose", "fill", "memcpy", "index")),
+)
+
+
+def _kernel_category(name: str) -> str:
+    low = name.lower()
+    return next((c for c, keys in KERNEL_CATEGORIES if any(k in low for k in keys)), "pointwise")
+
+
+def _profile_step(p: Probe, case: str, step: Callable[[], object]) -> None:
+    """One step under torch.profiler: GPU kernel time by estimate's categories (name patterns,
+    KERNEL_CATEGORIES) and the kernel count, each a row; predictions filled by --predict."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        p.sync()
+    by: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            by.setdefault(_kernel_category(e.name), []).append(e.device_time_total * 1e-6)
+    for cat, times in sorted(by.items()):
+        p.add("step_profile", f"{case} {cat}", sum(times), None, category=cat, kernels=len(times), step_case=case)
+
+
+def _step_fn(p: Probe, mid: str, b: int, seq: int | None, img: int | None,
+             nhwc: bool) -> tuple[str, Callable[[], object]]:
+    """The zoo model's training step on the probe's device (built, materialised, its optimizer)."""
+    from whichgpu.workload.api import _build
+    from whichgpu.workload.capture import _loss_of
+    from whichgpu.workload.noinit import skip_init
+    from whichgpu.workload.spec import classify
+    from whichgpu.workload.zoo import get_entry, is_zoo_name
+    from whichgpu.workload.zoo.base import BuildRequest
+
+    amp = torch.bfloat16 if p.cuda else torch.float32
+    optim = get_entry(mid).default_optimizer if is_zoo_name(mid) else "adamw"
+    req = BuildRequest(task="train", batch_size=b, seq_len=seq, image_size=img, truncate_layers=False)
+    with skip_init():
+        built = _build(classify(mid), req, b)[0]
+    _materialise(built, p.dev, nhwc and p.cuda)
+    built.model.train()
+    opt = _optimizer(optim, built.model.parameters())
+
+    def step(built: Any = built, opt: torch.optim.Optimizer = opt) -> object:
+        with torch.autocast(p.dev.type, dtype=amp, enabled=p.cuda):
+            out = built.model(**built.inputs) if isinstance(built.inputs, dict) else built.model(*built.inputs)
+            loss = _loss_of(built, out)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return None
+
+    return optim, step
+
+
+def predict_train_steps(path: Path) -> None:
+    """Fill the train_step rows of a probe's JSON with `whichgpu estimate`'s step time and `whichgpu
+    fit`'s allocator peaks for the probe's GPU, and the step_profile rows after each with estimate's
+    GPU time of that category (run where the tests run: the pinned torch captures)."""
+    import subprocess
+
+    doc = json.loads(path.read_text())
+    by_case: dict[str, dict[str, Any]] = {}
+    for r in doc["rows"]:
+        x = r["extra"]
+        if r["probe"] == "step_profile" and x["step_case"] in by_case:
+            seconds = by_case[x["step_case"]].get(x["category"], {}).get("seconds")
+            r["predicted_s"] = seconds or None
+            r["ratio"] = r["measured_s"] / seconds if seconds and r["measured_s"] else None
+            x["predicted_kernels"] = by_case[x["step_case"]].get(x["category"], {}).get("kernels")
+            continue
+        if r["probe"] != "train_step" or "model" not in x:
+            continue
+        args = [x["model"], "--gpu", doc["gpu"], "-b", str(x["batch"]), "--precision", x["precision"],
+                "--optimizer", x["optimizer"], "--json"]
+        args += ["--seq-len", str(x["seq_len"])] if x["seq_len"] else ["--image-size", str(x["image_size"])]
+
+        def cli(*command: str, args: list[str] = args) -> dict[str, Any]:
+            run = subprocess.run([sys.executable, "-m", "whichgpu", *command, *args], check=True, capture_output=True,
+                                 text=True)
+            return json.loads(run.stdout)  # type: ignore[no-any-return]
+
+        # (fit has no memory-format switch: NHWC changes no tensor's size)
+        est = cli("estimate", *(["--channels-last"] if x["channels_last"] else []))["results"][0]
+        fit = cli("fit")["as_reported"]
+        by_case[r["case"]] = est["by_category"]
+        r["predicted_s"] = est["step_s"]
+        r["ratio"] = r["measured_s"] / est["step_s"] if r["measured_s"] else None
+        x["predicted_alloc_bytes"] = fit["torch_max_memory_allocated_bytes"]
+        x["predicted_reserved_bytes"] = fit["torch_max_memory_reserved_bytes"]
+        x["predicted_bound"] = est["bound"]
+        if x.get("measured_alloc_bytes"):
+            x["alloc_ratio"] = x["measured_alloc_bytes"] / x["predicted_alloc_bytes"]
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    path.with_suffix(".md").write_text(_markdown(doc))
+    print(train_step_summary(doc))
+
+
+def train_step_summary(doc: dict[str, Any]) -> str:
+    """The train_step rows' errors (predicted / measured - 1) of step time and of the allocator's
+    peak, one line each, and their medians."""
+    lines = [f"{'train_step on ' + doc['device_name']:52s} {'meas ms':>8s} {'pred ms':>8s} {'error':>7s} "
+             f"{'alloc GB':>8s} {'pred GB':>8s} {'error':>7s}"]
+    step, mem = [], []
+    for r in doc["rows"]:
+        x = r["extra"]
+        if r["probe"] != "train_step" or not r["predicted_s"] or not x.get("measured_alloc_bytes"):
+            continue
+        step.append(r["predicted_s"] / r["measured_s"] - 1)
+        mem.append(x["predicted_alloc_bytes"] / x["measured_alloc_bytes"] - 1)
+        lines.append(f"{r['case']:52s} {r['measured_s'] * 1e3:8.1f} {r['predicted_s'] * 1e3:8.1f} {step[-1]:+7.1%} "
+                     f"{x['measured_alloc_bytes'] / 1e9:8.2f} {x['predicted_alloc_bytes'] / 1e9:8.2f} {mem[-1]:+7.1%}")
+    if step:
+        med = statistics.median
+        lines.append(f"{len(step)} rows: step time median |error| {med(map(abs, step)):.1%} (signed {med(step):+.1%}); "
+                     f"allocator peak median |error| {med(map(abs, mem)):.1%} (signed {med(mem):+.1%})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 
 def run(out: Path, only: tuple[str, ...], device: str, gpu: str, quick: bool) -> dict[str, Any]:
     p = Probe(device, gpu, quick)
@@ -519,12 +887,19 @@ def run(out: Path, only: tuple[str, ...], device: str, gpu: str, quick: bool) ->
     print(f"{'probe':14s} {'case':46s} {'meas ms':>10s} {'pred ms':>10s} {'ratio':>6s}", flush=True)
     fns: dict[str, Callable[[Probe], None]] = {"launch": probe_launch, "gemm": probe_gemm,
                                                "prefill_layer": probe_prefill_layer, "train_layer": probe_train_layer,
-                                               "moe_layer": probe_moe_layer}
+                                               "moe_layer": probe_moe_layer, "train_step": probe_train_step,
+                                               "sustained": probe_sustained}
+    doc: dict[str, Any] = {}
     for name in only:
         try:
             fns[name](p)
         except Exception as exc:  # one probe failing must not lose the others' rows
             p.add(name, f"FAILED: {type(exc).__name__}: {exc}"[:200], float("nan"), None)
+        doc = _write(out, p)  # after each probe: a run stopped at its time limit keeps what it measured
+    return doc
+
+
+def _write(out: Path, p: Probe) -> dict[str, Any]:
     doc = {
         "schema": SCHEMA,
         "gpu": p.spec.id,
@@ -575,12 +950,20 @@ def _markdown(doc: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="folder for gpu_probe.json and gpu_probe.md")
+    ap.add_argument("--out", type=Path, help="folder for gpu_probe.json and gpu_probe.md")
+    ap.add_argument("--predict", type=Path, metavar="JSON",
+                    help="fill a probe JSON's train_step rows with estimate's and fit's predictions, and stop")
     ap.add_argument("--only", default=",".join(PROBES), help=f"probes, comma-separated: {', '.join(PROBES)}")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--gpu", default="h100-sxm5-80gb", help="catalog GPU the predictions are for, off CUDA")
     ap.add_argument("--quick", action="store_true", help="toy sizes (implied off CUDA)")
     args = ap.parse_args(argv)
+    if args.predict:
+        predict_train_steps(args.predict)
+        return 0
+    if args.out is None:
+        print("error: --out DIR is required (or --predict JSON)", file=sys.stderr)
+        return 2
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
     bad = [s for s in only if s not in PROBES]
     if bad:

@@ -36,10 +36,19 @@ def test_every_probe_runs_on_the_cpu_and_writes_predictions(tmp_path: Path) -> N
     assert not [r["case"] for r in rows if r["case"].startswith("FAILED")]
     for r in rows:
         assert math.isfinite(r["measured_s"]) and r["measured_s"] > 0, r
+        if r["probe"] == "train_step":  # predicted afterwards, where the tests run (--predict)
+            assert r["predicted_s"] is None and r["extra"]["model"] == "gpt2", r
+            continue
         assert r["predicted_s"] is not None and r["predicted_s"] > 0, r
         assert r["ratio"] == pytest.approx(r["measured_s"] / r["predicted_s"])
     md = (tmp_path / "gpu_probe.md").read_text()
     assert all(f"## {p}" in md for p in mod.PROBES)
+    assert mod.main(["--predict", str(tmp_path / "gpu_probe.json")]) == 0
+    doc = json.loads((tmp_path / "gpu_probe.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    (step,) = [r for r in doc["rows"] if r["probe"] == "train_step"]
+    assert step["predicted_s"] > 0 and step["ratio"] == pytest.approx(step["measured_s"] / step["predicted_s"])
+    assert step["extra"]["predicted_alloc_bytes"] > step["extra"]["predicted_reserved_bytes"] * 0.5 > 0
+    assert step["extra"]["predicted_bound"] in ("compute", "memory", "host", "overhead")
 
 
 def test_an_unknown_probe_is_refused_with_the_valid_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
