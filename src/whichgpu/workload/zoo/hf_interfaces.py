@@ -56,9 +56,29 @@ def attention_forward(module: nn.Module, query: Tensor, key: Tensor, value: Tens
 
         mask = create_position_bias_mask(position_bias, mask, causal and sq > 1, query, key)
     causal = causal and sq > 1 and mask is None  # one query sees every cached key, as SDPA decides
+    if mask is not None and mask.requires_grad:
+        return _math_attention(query, key, value, mask, dropout, scaling), None
     window = int(sliding_window or 0) if causal else 0
     out, _lse = torch.ops.whichgpu.attention(query, key, value, mask, causal, window, float(softcap or 0.0), s_aux)
     return out.transpose(1, 2), None
+
+
+def _math_attention(query: Tensor, key: Tensor, value: Tensor, bias: Tensor, dropout: float,
+                    scaling: float | None) -> Tensor:
+    """SDPA's math path, which PyTorch takes when the additive bias needs a gradient (T5's learned
+    position bias in training): no fused kernel has a bias gradient, so the scores and the
+    probabilities are materialised, and saved for backward. Measured on an H100 with torch 2.11
+    (data/gpu_probes/README.md: 24 of T5-Base's 36 attention calls ran unfused). q and k are each
+    scaled by the square root of the scale, as the math path does. -> (B, Sq, H, Dv)."""
+    rep = int(query.shape[1]) // int(key.shape[1])
+    if rep > 1:
+        key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
+    root = (scaling if scaling is not None else int(query.shape[-1]) ** -0.5) ** 0.5
+    scores = torch.matmul(query * root, (key * root).transpose(-2, -1)) + bias
+    probs = torch.ops.aten._softmax(scores, -1, False)
+    if dropout > 0.0:
+        probs = torch.nn.functional.dropout(probs, dropout, True)
+    return torch.matmul(probs, value).transpose(1, 2)
 
 
 def experts_forward(self: nn.Module, hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Tensor) -> Tensor:
