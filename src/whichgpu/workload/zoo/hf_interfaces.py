@@ -9,7 +9,9 @@ the meta device runs the kernels a GPU runs, as the in-house decoder does:
   sliding windows, logit soft-capping, attention sinks), with no mask materialised. The name is
   left out of transformers' mask interface, so ``create_causal_mask`` and friends return None
   (their path for backends that mask inside the kernel, as vLLM's): the builders' batches have no
-  padding, and causality comes from each attention module's ``is_causal``.
+  padding, and causality comes from each attention module's ``is_causal``. The exception is an
+  additive bias that needs a gradient (T5's learned position bias in training): PyTorch runs
+  SDPA's unfused math path for it, and so does the trace (`_math_attention`).
 * experts: one grouped GEMM each way, `whichgpu::grouped_mm`, under the balanced routing of
   `whichgpu.workload.zoo.llm.modern.route_rows` (dropless; or a capacity factor, the request
   option ``moe_capacity``), in place of ``grouped_mm_experts_forward``, whose sort / histc
@@ -47,7 +49,8 @@ def attention_forward(module: nn.Module, query: Tensor, key: Tensor, value: Tens
     """transformers' attention signature (as ``flash_attention_forward``): q (B, H, Sq, D), k/v
     (B, KV, Sk, D) -> (B, Sq, H, Dv). The scale and the attention dropout (fused in the kernel)
     change no cost and are not passed; a mask or T5's position bias is an additive bias, as SDPA's
-    memory-efficient kernel takes it (no causal block skipping then, as in SDPA)."""
+    memory-efficient kernel takes it (no causal block skipping then, as in SDPA), unless it needs a
+    gradient (`_math_attention`)."""
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     sq = int(query.shape[2])
     mask = attention_mask if attention_mask is not None and attention_mask.dim() == 4 else None
