@@ -33,12 +33,23 @@ def _time(fn, iters: int = 20) -> float:  # type: ignore[no-untyped-def]
 
 
 def test_large_bf16_gemm_within_25_percent() -> None:
+    """The model prices tensor work at the clock the card holds under sustained load (its power
+    model), so the GEMM is timed after 10 s of the same GEMMs. A cool card's first burst runs at
+    full clock: on the H100 SXM lent on 2026-11-25, 1.39 ms cool against 1.60 ms at its 700 W cap
+    and 1.86 ms predicted (data/gpu_probes/README.md)."""
+    import time
+
     from tests.unit.test_perf import matmul, trace_of
 
     from whichgpu.perf import estimate
 
     n = 8192
     x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    start = time.perf_counter()
+    while time.perf_counter() - start < 10.0:
+        for _ in range(20):
+            x @ x
+        torch.cuda.synchronize()
     measured = _time(lambda: x @ x)
     predicted = estimate(trace_of(matmul(n, n, n)), _local_spec()).top_ops[0].seconds
     assert predicted == pytest.approx(measured, rel=0.25)
