@@ -69,7 +69,7 @@ def attention_forward(module: nn.Module, query: Tensor, key: Tensor, value: Tens
 def _math_attention(query: Tensor, key: Tensor, value: Tensor, bias: Tensor, dropout: float,
                     scaling: float | None) -> Tensor:
     """SDPA's math path, which PyTorch takes when the additive bias needs a gradient (T5's learned
-    position bias in training): no fused kernel has a bias gradient, so the scores and the
+    position bias in training): it picked no fused kernel for those calls, so the scores and the
     probabilities are materialised, and saved for backward. Measured on an H100 with torch 2.11
     (data/gpu_probes/README.md: 24 of T5-Base's 36 attention calls ran unfused). q and k are each
     scaled by the square root of the scale, as the math path does. -> (B, Sq, H, Dv)."""
