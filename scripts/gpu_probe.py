@@ -678,9 +678,9 @@ def _materialise(built: Any, dev: torch.device, channels_last: bool) -> None:
         except ValueError:  # an empty cell
             continue
     if channels_last:
-        built.model = built.model.to(memory_format=torch.channels_last)
-        built.inputs = {k: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v
-                        for k, v in built.inputs.items()} if isinstance(built.inputs, dict) else built.inputs
+        from whichgpu.workload.api import _channels_last
+
+        _channels_last(built)  # as capture converts the model and its inputs
 
 
 def _real_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool,
