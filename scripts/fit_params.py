@@ -57,6 +57,9 @@ FITTED: dict[str, tuple[float, float]] = {
     "direct_conv_bwd_factor": (0.05, 1.00),
     "attention_factor": (0.30, 1.00),
     "k_half": (4.0, 256.0),
+    # Unaligned FP16 GEMMs: per SM and clock, between the FP32 lanes' rate (128-256) and the
+    # tensor cores' (1,024-4,096 dense FP16 on Ampere/Hopper).
+    "misaligned_flops_per_sm_clock": (128.0, 4096.0),
     # Large streaming kernels reach 80-95% of DRAM spec (STREAM-like copies on HBM and GDDR).
     "mem_ceiling_hbm": (0.80, 0.95),
     "mem_ceiling_gddr": (0.80, 0.95),

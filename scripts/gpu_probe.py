@@ -850,6 +850,7 @@ def predict_train_steps(path: Path) -> None:
         x["predicted_alloc_bytes"] = fit["torch_max_memory_allocated_bytes"]
         x["predicted_reserved_bytes"] = fit["torch_max_memory_reserved_bytes"]
         x["predicted_bound"] = est["bound"]
+        x["predicted_gpu_s"] = est["gpu_busy_s"]  # the kernels' time, without the host's share
         if x.get("measured_alloc_bytes"):
             x["alloc_ratio"] = x["measured_alloc_bytes"] / x["predicted_alloc_bytes"]
     path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")

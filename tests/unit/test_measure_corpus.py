@@ -4,6 +4,7 @@ run in milliseconds; predictions use the torch extra)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from whichgpu.errors import InputError, WhichGPUError
 from whichgpu.hardware.catalog import load_catalog
 from whichgpu.measure.corpus import parse_settings, read_measurements
 from whichgpu.measure.jobs import map_precision, row_job
+from whichgpu.measure.predict import predict
 from whichgpu.measure.validate import load_exclusions, run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -84,6 +86,36 @@ def test_rows_map_to_the_engine_gpu_and_layout_the_source_ran(tmp_path: Path) ->
     assert c.layer_split == 2 and c.spec.precision == "q4_k_m" and c.engine == "llama.cpp"
     assert dict(c.spec.options) == {"attention": "eager"}  # llama.cpp without -fa
     assert d.engine == "torch-compile" and d.kind == "step"
+
+
+@needs_torch
+def test_lambdas_transformer_xl_rows_run_trainpy_defaults_on_independent_ranks(tmp_path: Path) -> None:
+    """Lambda's harness runs DLE's Transformer-XL train.py without its config file: no adaptive
+    softmax, div_val 1, no --multi_gpu ddp (each GPU trains alone); DLE's own rows keep the
+    reference setup with data parallelism."""
+    head = "source_repo,source_path_or_url,model,task,framework,gpu,gpu_count,precision," \
+           "batch_size_per_gpu,seq_len_or_image_size,metric_unit,value,notes"
+    f = tmp_path / "t.csv"
+    f.write_text("\n".join([
+        head,
+        "lambdal/deeplearning-benchmark,x.csv,Transformer-XL Base (WT103),train,PyTorch,H100-SXM5-80GB,8,"
+        "AMP/FP16,104,,tokens/s,497053,",
+        "lambdal/deeplearning-benchmark,x.csv,Transformer-XL Large (WT103),train,PyTorch,A100-SXM4-80GB,1,"
+        "AMP/FP16,48,,tokens/s,1000,",
+        "NVIDIA/DeepLearningExamples,y.md,Transformer-XL Base (WT103),train,PyTorch,A100-SXM4-40GB,8,AMP,32,,"
+        "tokens/s,449890,",
+    ]) + "\n")
+    base, large, dle = (row_job(m, CAT) for m in read_measurements([str(f)]))
+    assert dict(base.spec.options) == {"adaptive": False, "div_val": 1}
+    assert base.replicas == 8 and base.plan.dp == 1
+    assert large.spec.seq_len == 256 and large.spec.optimizer == "adam"
+    assert dict(large.spec.options) == {"adaptive": False, "div_val": 1, "mem_len": 256}
+    assert dle.spec.options == () and dle.replicas == 1 and dle.plan.dp == 8
+    # eight independent ranks deliver eight times one rank's tokens
+    from whichgpu.workload.api import get_trace
+
+    one = predict(replace(base, replicas=1), get_trace)
+    assert predict(base, get_trace).value == pytest.approx(8 * one.value)
 
 
 def test_a_row_that_cannot_be_modelled_says_why(tmp_path: Path) -> None:

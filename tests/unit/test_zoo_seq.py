@@ -238,6 +238,26 @@ def test_transformer_xl_memory_and_repeats() -> None:
     assert tuple(infer.inputs["mems"].shape) == (16, 640, 2, 512)  # mem_len 640
 
 
+def test_transformer_xl_without_adaptive_softmax_has_one_full_softmax() -> None:
+    """DLE's train.py without --adaptive (Lambda's harness): no cutoffs, one tied embedding and
+    softmax over all 267,735 words; with div_val 1 the large model loses its projections."""
+    full = _build("transformer-xl-base", task="train", batch_size=2, seq_len=8,
+                  options=(("mem_len", 8), ("adaptive", False)))
+    adaptive = _build("transformer-xl-base", task="train", batch_size=2, seq_len=8, options=(("mem_len", 8),))
+    crit = full.model.crit
+    assert crit.cutoff_ends == [0, 267735] and crit.cluster_weight.shape[0] == 0
+    assert adaptive.model.crit.cutoff_ends == [0, 19997, 39997, 199997, 267735]
+    # the same parameters but the three cluster logits
+    assert adaptive.full_params - full.full_params == 3 * 512 + 3
+    loss, _ = full.model(**full.inputs)
+    loss.float().mean().backward()
+    assert full.model.word_emb.emb_layers[0].weight.grad is not None
+    large = _build("transformer-xl-large", task="train", batch_size=2, seq_len=8,
+                   options=(("mem_len", 8), ("adaptive", False), ("div_val", 1)))
+    assert len(large.model.word_emb.emb_projs) == 0  # d_embed == d_model: no projection
+    assert tuple(large.model.word_emb.emb_layers[0].weight.shape) == (267735, 1024)
+
+
 # ---------------------------------------------------------------------------------------------
 # bad requests
 # ---------------------------------------------------------------------------------------------
@@ -257,3 +277,10 @@ def test_bad_options_raise_input_error() -> None:
         _build("transformer-xl-base", task="train", batch_size=2, options=(("cluster_shares", (0.5, 0.5)),))
     with pytest.raises(InputError):
         _build("transformer-xl-large", task="train", batch_size=2, options=(("mem_len", -1),))
+    with pytest.raises(InputError, match="adaptive"):
+        _build("transformer-xl-base", task="train", batch_size=2, options=(("adaptive", "no"),))
+    with pytest.raises(InputError, match="div_val"):
+        _build("transformer-xl-base", task="train", batch_size=2, options=(("div_val", 0),))
+    with pytest.raises(InputError, match="cluster_shares"):  # one cluster without adaptive softmax
+        _build("transformer-xl-base", task="train", batch_size=2,
+               options=(("adaptive", False), ("cluster_shares", (0.5, 0.5))))

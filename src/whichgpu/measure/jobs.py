@@ -90,6 +90,7 @@ class Job:
     gen: int = 0  # LLM rows: generated tokens
     layer_split: int = 1  # llama.cpp: layers split over this many GPUs (run one after another)
     per_gpu: int = 1  # the measurement is per GPU of a group this large (divide the group's figure)
+    replicas: int = 1  # GPUs each training alone (no gradient all-reduce): the figure is theirs summed
     cuda_context_bytes: float | None = None  # the CUDA context the source measured, when it says
     system: System | None = None  # None: the GPU's default system (hardware/systems/)
 
@@ -222,7 +223,8 @@ def _throughput_job(m: Measurement, catalog: Catalog) -> Job:
         prec = entry.reference_mixed_precision
     n = _int(m, "gpu_count", m.gpu_count, 1) or 1
     b = _int(m, "batch_size_per_gpu", m.batch)
-    size = _int(m, "seq_len_or_image_size", m.size)
+    harness = entry.harness_of(m.source) if task == "train" else {}
+    size = _int(m, "seq_len_or_image_size", m.size) or harness.get("seq_len")
     seq = size if entry.input_kind == "tokens" else None
     img = size if entry.input_kind == "image" else None
     if m.unit not in THROUGHPUT_UNITS:
@@ -233,12 +235,14 @@ def _throughput_job(m: Measurement, catalog: Catalog) -> Job:
     options: tuple[tuple[str, object], ...] = ()
     if entry.input_kind == "image" and prec in entry.channels_last_precisions and not lambda_harness:
         options = (("memory_format", "channels_last"),)
+    options += tuple(dict(harness.get("options", ())).items())
     spec = WorkloadSpec(model=entry.id, task=task, batch_size=b, seq_len=seq, image_size=img, precision=prec,
-                        options=options)
+                        optimizer=harness.get("optimizer"), options=options)
     accum = entry.grad_accum(b or entry.default_batch(prec), size) if task == "train" else 1
     engine = engine_of(m)
-    plan = Plan(dp=n, engine=engine, grad_accum=accum, p2p=not lambda_harness)
-    return Job(m, "step", spec, gpu, plan, engine, m.unit, _measured(m, "step"))
+    alone = harness.get("independent_ranks", False)
+    plan = Plan(dp=1 if alone else n, engine=engine, grad_accum=accum, p2p=not lambda_harness)
+    return Job(m, "step", spec, gpu, plan, engine, m.unit, _measured(m, "step"), replicas=n if alone else 1)
 
 
 def _external_job(m: Measurement, catalog: Catalog, kind: str) -> Job:

@@ -1,6 +1,7 @@
 """Predict the quantity a measurement reports, from the performance and memory models.
 
-    step     samples/s (or tokens/s) of one training or inference step, all GPUs
+    step     samples/s (or tokens/s) of one training or inference step, all GPUs (GPUs that each
+             train alone, the job's `replicas`, add up)
     prefill  prompt tokens / prefill time
     ttft     prefill time, ms (first-token latency of a batch)
     decode   tokens/s while generating G tokens after a prompt of P: the decode step at the mean
@@ -63,8 +64,8 @@ def predict(job: Job, trace_of: TraceOf, params: object = None,
         if job.unit == "tokens/s":
             if not tr.tokens:
                 raise InputError(f"{tr.model} does not count tokens; the row asks for tokens/s")
-            return Prediction(est.tokens_per_s, est.step_s, est.bound, {})
-        return Prediction(est.samples_per_s, est.step_s, est.bound, {})
+            return Prediction(est.tokens_per_s * job.replicas, est.step_s, est.bound, {})
+        return Prediction(est.samples_per_s * job.replicas, est.step_s, est.bound, {})
     if k in ("prefill", "ttft"):
         est, tr = _prefill(job, trace_of, params, eng)
         t = _pipeline(est.step_s, job.layer_split, max(1, math.ceil(job.prompt / LLAMA_CPP_UBATCH)))

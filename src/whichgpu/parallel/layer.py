@@ -397,6 +397,16 @@ def edge_costs(a: DecoderArgs, sh: Shard, dev: Device, host_s: float = 0.0,
     return _edge_costs(a, sh, key, host_s, cross_entropy)
 
 
+VOCAB_MULTIPLE = 128  # Megatron-LM's --make-vocab-size-divisible-by default
+
+
+def rank_vocab(vocab: int, tp: int) -> int:
+    """The LM head's vocabulary rows on one tensor-parallel rank: Megatron pads the vocabulary to a
+    multiple of 128 x TP (so that every rank's GEMMs stay aligned, `perf.kernels.misaligned`)."""
+    step = VOCAB_MULTIPLE * tp
+    return -(-vocab // step) * step // tp
+
+
 @lru_cache(maxsize=4096)
 def _edge_costs(a: DecoderArgs, sh: Shard, dev_key: int, host_s: float,
                 cross_entropy: str) -> tuple[EdgeCost, EdgeCost]:
@@ -413,7 +423,7 @@ def _edge_costs(a: DecoderArgs, sh: Shard, dev_key: int, host_s: float,
     T = max(1, sh.tokens)
     e = sh.act_bytes
     h = a.hidden
-    v = -(-a.vocab // sh.tp)
+    v = rank_vocab(a.vocab, sh.tp)
     emb_f = [Op("embedding", "copy", "forward", "embed", "bf16", 0.0, T * h * e + T * 8, T * h * e)]
     emb_b = [Op("embedding.bwd", "copy", "backward", "embed", "bf16", 0.0, T * h * e, T * h * 4.0)]
     head = _gemm("lm_head", T, v, h, sh.dtype if sh.dtype != "fp8" else "bf16", e, e, "head")

@@ -98,6 +98,9 @@ class Device:
                 self.power_scale = min(1.0, (self.power_limit_w / s.tdp_w) ** POWER_EXPONENT)
             self.clock_scale = headroom * self.power_scale
         self.vector_flops = (s.peak("fp32") or 1.0) * 1e12 * self.clock_scale
+        # The clock of work that does not load the tensor cores (the power budget binds on them):
+        # the rated boost and, on consumer cards, what GPU Boost adds. 0: no published clock.
+        self.light_clock_hz = (s.boost_clock_mhz or 0.0) * 1e6 * headroom
 
     def rate(self, dtype: str) -> Rate:
         r = self._rates.get(dtype)

@@ -30,7 +30,7 @@ from whichgpu.parallel.sharding import sharded_comm
 from whichgpu.perf.bands import Band, load_bands, step_kind, workload_family
 from whichgpu.perf.device import Device
 from whichgpu.perf.fusion import fuse
-from whichgpu.perf.kernels import matmul_time, memory_time, vector_time
+from whichgpu.perf.kernels import matmul_time, memory_time, misaligned, vector_time
 from whichgpu.perf.mfu import step_flops
 from whichgpu.perf.params import PerfParams, load_params, load_params_with_meta
 from whichgpu.workload.precision import POLICIES
@@ -235,7 +235,8 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
         path = o.dtype
         if eng.fp16_accumulate and o.dtype == "fp16" and o.category in ("matmul", "conv"):
             path = "fp16acc16"
-        tc, eff, used = matmul_time(o.flops, mm, path, dev, factor, o.sparse, o.category == "rnn")
+        narrow = o.category == "matmul" and mm is not None and misaligned(mm, path, o.phase == "backward")
+        tc, eff, used = matmul_time(o.flops, mm, path, dev, factor, o.sparse, o.category == "rnn", narrow)
         if used == "fp32" and "k3s1" in o.tags:
             tc /= p.winograd_speedup  # cuDNN's FP32 3x3 convolutions: Winograd, fewer multiplies
     else:

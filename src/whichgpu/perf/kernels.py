@@ -40,13 +40,35 @@ def gemm_utilization(b: int, m: int, n: int, k: int, sms: int) -> float:
     return min(best, 1.0)
 
 
+VECTOR_BYTES = 16  # the widest load of a GEMM tile (128 bits): rows must start on it
+ELEMENT_BYTES = {"tf32": 4, "fp16": 2, "bf16": 2, "fp16acc16": 2, "fp8": 1, "int8": 1}
+
+
+def misaligned(mm: tuple[int, int, int, int], dtype: str, backward: bool) -> bool:
+    """Whether a tensor-core GEMM has an operand whose rows are not whole 16-byte vectors.
+
+    Forward, A (m x k) and B (k x n) are stored with rows of k and n elements, and the output
+    with rows of n; m (the tokens) is never a row length. The backward GEMMs multiply transposed
+    views of the same tensors, so each of m, n and k is some operand's row length there (the
+    weight gradient's m is the weight's output dimension, the input gradient's k likewise)."""
+    size = ELEMENT_BYTES.get(dtype)
+    if size is None:
+        return False
+    per_vector = VECTOR_BYTES // size
+    _, m, n, k = mm
+    dims = (m, n, k) if backward else (n, k)
+    return any(d % per_vector for d in dims)
+
+
 def k_efficiency(k: int, k_half: float) -> float:
     return k / (k + k_half)
 
 
 def matmul_time(flops: float, mm: tuple[int, int, int, int] | None, dtype: str, dev: Device,
-                factor: float = 1.0, sparse: bool = False, sequential: bool = False) -> tuple[float, float, str]:
-    """(seconds, efficiency vs the path's peak, path dtype) of tensor-core/GEMM math."""
+                factor: float = 1.0, sparse: bool = False, sequential: bool = False,
+                narrow: bool = False) -> tuple[float, float, str]:
+    """(seconds, efficiency vs the path's peak, path dtype) of tensor-core/GEMM math; `narrow`:
+    the GEMM is `misaligned`, its rate capped per SM and clock."""
     rate = dev.rate(dtype)
     if mm is None:
         eff = rate.ceiling * factor
@@ -59,6 +81,9 @@ def matmul_time(flops: float, mm: tuple[int, int, int, int] | None, dtype: str, 
     peak = rate.flops
     if sparse and dev.spec.sparsity_2to4:
         peak *= dev.params.sparse_speedup
+    if narrow and rate.dtype != "fp32" and dev.light_clock_hz > 0:
+        cap = dev.params.misaligned_flops_per_sm_clock * dev.sms * dev.light_clock_hz
+        eff = min(eff, cap / peak)
     eff = max(eff, 1e-4)
     return flops / (peak * eff), eff, rate.dtype
 

@@ -30,6 +30,7 @@ class PerfParams:
     direct_conv_bwd_factor: float
     attention_factor: float
     k_half: float
+    misaligned_flops_per_sm_clock: float
     mem_ceiling_hbm: float
     mem_ceiling_gddr: float
     mem_ramp_us: float

@@ -97,6 +97,11 @@ class ZooEntry:
     throughput_unit: str = "samples/s"  # what the field reports: images/s, sequences/s, tokens/s
     notes: str = ""
     config: str = ""  # packaged config JSON name, for HF-config based entries
+    # How a benchmark harness runs the model differently from its reference scripts, by source
+    # (the validation rows' `source`): build options, a sequence length and optimizer it passes,
+    # and `independent_ranks` (each GPU trains its own replica: no gradient all-reduce). E.g.
+    # {Lambda = {options = {adaptive = false}, independent_ranks = true}}.
+    harness: tuple[tuple[str, Any], ...] = ()
     # What "inference" means in the field's benchmarks when it is not one forward pass
     # (e.g. "beam-search generation"): such inference rows are reported as not modelled.
     infer_benchmark: str = ""
@@ -108,6 +113,10 @@ class ZooEntry:
             if key in table:
                 return table[key]
         return self.default_batch_size
+
+    def harness_of(self, source: str) -> dict[str, Any]:
+        """The `harness` facts of one source (empty when it runs the reference setup)."""
+        return dict(dict(self.harness).get(source, ()))
 
     def grad_accum(self, batch: int, size: int | None) -> int:
         """Micro-batches per optimizer step in the reference training setup (1 if none)."""

@@ -12,7 +12,7 @@ Throughput: train.py adds ``target.numel()`` (tgt_len x batch) per step and logs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -54,9 +54,19 @@ def _build(name: str, req: BuildRequest) -> Built:
     train = req.task == "train"
     tgt_len = req.seq_len or (p.tgt_len if train else p.eval_tgt_len)
     mem_len = req.option("mem_len", p.mem_len if train else p.eval_mem_len)
-    shares = tuple(req.option("cluster_shares", WT103_SHARES))
+    adaptive = req.option("adaptive", True)
+    div_val = req.option("div_val", c.div_val)
     if not isinstance(mem_len, int) or mem_len < 0:
         raise InputError(f"{name}: option mem_len must be an integer >= 0, got {mem_len!r}")
+    if not isinstance(adaptive, bool):
+        raise InputError(f"{name}: option adaptive must be true or false, got {adaptive!r}")
+    if not isinstance(div_val, int) or isinstance(div_val, bool) or div_val < 1:
+        raise InputError(f"{name}: option div_val must be an integer >= 1, got {div_val!r}")
+    if not adaptive:
+        # train.py without --adaptive: no cutoffs, one (tied) softmax and embedding over the vocabulary
+        c = replace(c, cutoffs=(), tie_projs=(False,))
+    c = replace(c, div_val=div_val)
+    shares = tuple(req.option("cluster_shares", WT103_SHARES if adaptive else (1.0,)))
     if len(shares) != len(c.cutoffs) + 1 or abs(sum(shares) - 1.0) > 1e-6 or min(shares) < 0:
         raise InputError(f"{name}: option cluster_shares needs {len(c.cutoffs) + 1} shares >= 0 "
                          f"summing to 1, got {shares!r}")
@@ -77,7 +87,8 @@ def _build(name: str, req: BuildRequest) -> Built:
     notes = [
         f"segment of {tgt_len} tokens with {mem_len} cached states per layer (mems input, no grad)",
         "adaptive softmax/input: static tokens per cluster from expected WikiText-103 unigram shares "
-        f"{shares} (the reference selects them with nonzero())",
+        f"{shares} (the reference selects them with nonzero())" if adaptive else
+        f"no adaptive softmax/input (train.py without --adaptive): one softmax over all {c.n_token:,} words",
     ]
     if not train:
         notes.append(f"eval config: same_length, clamp_len {p.eval_clamp_len}")
