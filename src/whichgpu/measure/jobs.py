@@ -235,7 +235,7 @@ def _throughput_job(m: Measurement, catalog: Catalog) -> Job:
     options: tuple[tuple[str, object], ...] = ()
     if entry.input_kind == "image" and prec in entry.channels_last_precisions and not lambda_harness:
         options = (("memory_format", "channels_last"),)
-    options += tuple(dict(harness.get("options", ())).items())
+    options += tuple(harness.get("options", ()))
     spec = WorkloadSpec(model=entry.id, task=task, batch_size=b, seq_len=seq, image_size=img, precision=prec,
                         optimizer=harness.get("optimizer"), options=options)
     accum = entry.grad_accum(b or entry.default_batch(prec), size) if task == "train" else 1
