@@ -52,6 +52,7 @@ GPUS = Bound(1, 65536)                 # data-parallel degree / GPUs in a job
 TP = Bound(1, 1024)
 GRAD_ACCUM = Bound(1, 65536)
 MAX_GPUS = Bound(1, 65536)             # recommend's largest count
+STEP_HOST_MS = Bound(0, 100_000)       # host work per step outside kernel issue (the engine files' bound)
 # ---- workload sizes ---------------------------------------------------------------------------------
 BATCH = Bound(1, 1 << 20)              # samples per GPU per step
 SEQ_LEN = Bound(1, 1 << 24)            # 16M tokens

@@ -47,7 +47,8 @@ def test_every_numeric_flag_is_bounded() -> None:
     for want in [("estimate", "--gpus"), ("estimate", "--grad-accum"), ("estimate", "--top"),
                  ("estimate", "--power-limit-w"), ("fit", "--gpus"), ("recommend", "--electricity-usd-per-kwh"),
                  ("recommend", "--job-tokens"), ("recommend", "--top"), ("gpus", "--min-memory-gb"),
-                 ("validate", "--worst"), ("recommend", "--max-gpus"), ("fit", "--grad-accum")]:
+                 ("validate", "--worst"), ("recommend", "--max-gpus"), ("fit", "--grad-accum"),
+                 ("estimate", "--step-host-ms"), ("plan", "--step-host-ms")]:
         assert want in names, want
     root: Any = get_command(app)
     for name, cmd in root.commands.items():  # no int/float flag escapes the bounded parsers

@@ -62,6 +62,23 @@ def test_estimate_echoes_the_system_and_the_sharding() -> None:
     assert r["assumptions"]["data_parallel"].startswith("ZeRO-3 over 16 GPUs (2 node(s) of 8)")
 
 
+def test_step_host_ms_reaches_the_estimate_and_the_planner_and_is_echoed() -> None:
+    """A user's own loop: --step-host-ms replaces the engine's per-step host time (the plan echoes
+    it, the step moves by the difference, the assumption says where the figure came from); GPT-2's
+    50,257-word head is listed as an unaligned GEMM with its time padded."""
+    args = ("estimate", "gpt2", "--gpu", "h100", "-b", "1", "--seq-len", "256")
+    base, mine = run_json(*args), run_json(*args, "--step-host-ms", "3")
+    assert base["plan"]["step_host_ms"] is None and mine["plan"]["step_host_ms"] == 3.0
+    b, m = base["results"][0], mine["results"][0]
+    assert b["step_s"] - m["step_s"] == pytest.approx(0.012, abs=1e-9)  # the pytorch engine's 15 ms, less 3
+    assert m["assumptions"]["step_host"] == "3 ms of host work per step outside kernel issue (--step-host-ms)"
+    [head] = {tuple(u["dims"]) for u in b["unaligned_gemms"]}
+    assert head == (50257,) and "lm_head (50257; 3 kernels)" in b["assumptions"]["unaligned_gemms"]
+    p = run_json("plan", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--tp", "8", "--pp", "1", "--global-batch", "8",
+                 "--seq-len", "1024", "--step-host-ms", "25", "--top", "1")
+    assert "25 ms per step (--step-host-ms)" in p["plans"][0]["assumptions"]["host"]
+
+
 def test_checkpointed_training_has_mfu_and_a_larger_hfu() -> None:
     d = run_json("estimate", "llama-2-7b", "--gpu", "h100", "-b", "1", "--seq-len", "512", "--checkpointing", "full")
     r = d["results"][0]

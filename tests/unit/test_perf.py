@@ -101,6 +101,50 @@ def test_an_unaligned_vocabulary_costs_the_lm_head_several_fold_on_h100_not_on_a
     assert lm_head("RTX 3090", 50257) < 1.2 * lm_head("RTX 3090", 50304)
 
 
+def test_the_estimate_names_the_unaligned_gemms_and_their_time_padded() -> None:
+    """Traceability: a GEMM the 16-byte row rule slows is listed with its offending dimension, its
+    time as capped and padded, and an assumption line; an aligned one is not."""
+    h100, g3090 = CAT.get("H100 SXM5"), CAT.get("RTX 3090")
+    e = estimate(trace_of(matmul(8192, 50257, 768, "fp16"), matmul(8192, 768, 768, "fp16")), h100)
+    [u] = e.unaligned_gemms
+    assert (u.dims, u.multiple) == ((50257,), 8)
+    assert u.seconds == pytest.approx(max(o.seconds for o in e.top_ops))
+    assert u.padded_s < u.seconds / 2.5  # the several-fold cap of the test above
+    assert "50257" in e.assumptions["unaligned_gemms"] and "16-byte" in e.assumptions["unaligned_gemms"]
+    aligned = estimate(trace_of(matmul(8192, 50304, 768, "fp16")), h100)
+    assert aligned.unaligned_gemms == [] and "unaligned_gemms" not in aligned.assumptions
+    # the GeForce's FP32-accumulate rate barely reaches the cap: listed, padding buys little
+    slow = estimate(trace_of(matmul(8192, 50257, 768, "fp16")), g3090).unaligned_gemms
+    assert all(u.padded_s > 0.8 * u.seconds for u in slow)
+    # FP8 rows are 16 one-byte elements: 4100 is a multiple of 4 but not of 16
+    [f8] = estimate(trace_of(matmul(8192, 4100, 4096, "fp8", 1), precision="fp8"), h100).unaligned_gemms
+    assert (f8.dims, f8.multiple) == ((4100,), 16)
+
+
+@pytest.mark.parametrize("task", ["infer", "train"])
+def test_step_host_ms_replaces_the_engines_per_step_host_time(task: str) -> None:
+    from whichgpu.hardware.engine import get_engine
+
+    h100 = CAT.get("H100 SXM5")
+    tr = trace_of(matmul(4096, 4096, 4096), task=task)
+    default = estimate(tr, h100)
+    mine = estimate(tr, h100, Plan(step_host_ms=0.5))
+    eng = get_engine("pytorch")
+    fitted = eng.step_host_ms_train if task == "train" else eng.step_host_ms_infer
+    assert default.step_s - mine.step_s == pytest.approx((fitted - 0.5) * 1e-3, abs=1e-9)
+    assert f"{fitted:g} ms" in default.assumptions["step_host"] and "--step-host-ms" in default.assumptions["step_host"]
+    assert mine.assumptions["step_host"].startswith("0.5 ms") and "(--step-host-ms)" in mine.assumptions["step_host"]
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), 1e6])
+def test_a_bad_step_host_time_is_a_one_line_error_naming_the_field(bad: float) -> None:
+    from whichgpu.errors import InputError
+
+    with pytest.raises(InputError, match="step_host_ms must be a number >= 0 and <= 100000") as err:
+        Plan(step_host_ms=bad).validate()
+    assert err.value.field == "step_host_ms"
+
+
 def test_tf32_falls_back_to_fp32_on_volta() -> None:
     v100 = CAT.get("V100 SXM2 16GB")
     e = estimate(trace_of(matmul(4096, 4096, 4096, "tf32", 4), precision="tf32"), v100)

@@ -129,6 +129,22 @@ def test_the_engines_host_work_per_micro_batch_adds_once_per_micro_batch() -> No
     assert extra[16] == pytest.approx(16 * 5e-3, rel=0.01)
 
 
+def test_step_host_ms_replaces_the_engines_per_step_host_time_in_the_planner() -> None:
+    """One GPU group (dp x pp = 1: no jitter term): the step moves by exactly the difference, and the
+    host assumption says whose figure it is."""
+    from whichgpu.hardware.engine import get_engine
+
+    job = _job("llama-3-8b", gpus=8, gb=8, seq=2048)
+    ctx = Context.make(job)
+    default = evaluate(ctx, _plan(tp=8, micro_batch=1, grad_accum=8))
+    mine = evaluate(ctx, _plan(tp=8, micro_batch=1, grad_accum=8, step_host_ms=20.0))
+    fitted = get_engine("megatron").step_host_ms_train
+    assert mine.step_s - default.step_s == pytest.approx((20.0 - fitted) * 1e-3, abs=1e-9)
+    assert mine.split["overhead"] - default.split["overhead"] == pytest.approx((20.0 - fitted) * 1e-3, abs=1e-9)
+    assert "20 ms per step (--step-host-ms)" in mine.assumptions["host"]
+    assert f"{fitted:g} ms per step" in default.assumptions["host"] and "--step-host-ms" not in default.assumptions["host"]
+
+
 def test_split_layers_even_remainder_and_accounting_for_embedding_and_loss() -> None:
     assert split_layers(80, 8) == [10] * 8
     s = split_layers(30, 4)  # remainder to the middle stages

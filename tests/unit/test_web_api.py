@@ -194,6 +194,15 @@ def test_compare_needs_a_model_and_checks_its_numbers(client: TestClient) -> Non
                                                                             "--gpus", "0")
     assert error_of(client, "compare", model="gpt2", gpu="nope-9000") == cli_error("estimate", "gpt2", "--gpu",
                                                                                   "nope-9000")
+    assert error_of(client, "compare", model="gpt2", step_host_ms="-1") == cli_error("estimate", "gpt2",
+                                                                                     "--step-host-ms", "-1")
+
+
+def test_compare_takes_the_users_step_host_time(client: TestClient) -> None:
+    doc = get(client, "compare", **GPT2, gpu="h100", step_host_ms="4")
+    cli = cli_json("estimate", "gpt2", "-b", "2", "--seq-len", "128", "--gpu", "h100", "--explain", "--step-host-ms", "4")
+    assert doc["plan"]["step_host_ms"] == 4.0
+    assert without(doc["results"][0], "memory_breakdown", "roofline") == cli["results"][0]
 
 
 # ---- fit ---------------------------------------------------------------------------------------------

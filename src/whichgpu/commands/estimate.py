@@ -74,6 +74,9 @@ def estimate_cmd(
     no_ddp_overlap: bool = typer.Option(False, "--no-ddp-overlap", help="Do not overlap gradient all-reduce with backward."),
     grad_accum: int = int_option(1, "--grad-accum", bound=limits.GRAD_ACCUM, help="Micro-batches per optimizer step."),
     power_limit_w: float = float_option(None, "--power-limit-w", bound=limits.POWER_W, help="Model a power cap (W)."),
+    step_host_ms: float = float_option(None, "--step-host-ms", bound=limits.STEP_HOST_MS,
+                                       help="Host time per step outside kernel issue, ms: your loop's data loading, "
+                                       "logging, loss read (default: the engine's fitted figure)."),
     explain: bool = typer.Option(False, "--explain", help="Also show the reasoning: roofline of the top ops and the bandwidth-ratio estimate of Dettmers' guide."),
     top: int = int_option(8, "--top", bound=limits.TOP, help="Top ops by time to list per GPU."),
     no_cache: bool = NoCacheOpt,
@@ -89,7 +92,7 @@ def estimate_cmd(
         moe_capacity=moe_capacity, moe_skew=moe_skew, channels_last=channels_last, checkpointing=checkpointing,
         finetune=finetune, lora_rank=lora_rank, engine=engine, compile_=compile_, overlap=overlap,
         no_ddp_overlap=no_ddp_overlap, grad_accum=grad_accum, power_limit_w=power_limit_w, top=top,
-        no_cache=no_cache, catalog=catalog)
+        no_cache=no_cache, catalog=catalog, step_host_ms=step_host_ms)
     from whichgpu.report.estimate import estimate_document, print_estimates
 
     if json_out:
@@ -107,6 +110,7 @@ def estimate_run(
     checkpointing: str = "none", finetune: str = "full", lora_rank: int = 16, engine: str | None = None,
     compile_: bool = False, overlap: str = "max", no_ddp_overlap: bool = False, grad_accum: int = 1,
     power_limit_w: float | None = None, top: int = 8, no_cache: bool = False, catalog: str | None = None,
+    step_host_ms: float | None = None,
 ) -> list[Any]:
     """The per-GPU predictions `whichgpu estimate` shows (and the web app's comparison serves), one per
     GPU named by `gpu`; flags as the command's, by their parameter names."""
@@ -124,7 +128,7 @@ def estimate_run(
     eng = resolve_engine(engine, compile_)
     specs = engine_gpus(eng, specs, every=(gpu or "").strip().lower() == "all")
     plan = make_plan(task, dp=gpus, tp=tp, engine=eng, overlap=overlap, comm_overlap=not no_ddp_overlap,
-                     grad_accum=grad_accum, power_limit_w=power_limit_w, sharding=sharding,
+                     grad_accum=grad_accum, power_limit_w=power_limit_w, step_host_ms=step_host_ms, sharding=sharding,
                      recompute=checkpointing if task == "train" else None)
     options: list[tuple[str, object]] = []
     if channels_last:

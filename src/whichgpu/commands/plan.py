@@ -16,6 +16,7 @@ from whichgpu.commands.common import (
     JsonOpt,
     SystemOpt,
     emit_json,
+    float_option,
     get_catalog,
     get_system,
     gpu_names,
@@ -71,6 +72,8 @@ def plan_cmd(
     engine: str = typer.Option("megatron", "--engine", help="Engine profile: host launch costs and the loss's "
                                "kernels (megatron: Megatron-LM, its unfused vocab-parallel loss; nemo: NeMo / "
                                "Megatron-Bridge, the fused loss; default megatron)."),
+    step_host_ms: float = float_option(None, "--step-host-ms", bound=limits.STEP_HOST_MS,
+                                       help="Host time per step outside kernel issue, ms (default: the engine's figure)."),
     top: int = int_option(5, "--top", bound=limits.Bound(1, 100), help="Layouts to show."),
     objective: str = typer.Option("time", "--objective", help="time (fastest step) or cost (cheapest step; with a "
                                   "fixed GPU count the same order, with the price per step shown)."),
@@ -89,7 +92,7 @@ def plan_cmd(
         tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, sharding=sharding, recompute=recompute,
         schedule=schedule, sequence_parallel=sequence_parallel, tp_comm_overlap=tp_comm_overlap,
         attention=attention, grad_dtype=grad_dtype, fp8_params=fp8_params, engine=engine, top=top,
-        objective=objective, export=export, out=out, catalog=catalog)
+        objective=objective, export=export, out=out, catalog=catalog, step_host_ms=step_host_ms)
     job, res, ctx, price, g, sys_ = run.job, run.res, run.ctx, run.price, run.gpu, run.system
     if json_out:
         emit_json("whichgpu.plan/1", plan_body(run))
@@ -153,6 +156,7 @@ def plan_run(
     sequence_parallel: bool | None = None, tp_comm_overlap: bool | None = None, attention: str = "flash",
     grad_dtype: str = "fp32", fp8_params: bool = False, engine: str = "megatron", top: int = 5,
     objective: str = "time", export: str | None = None, out: Path | None = None, catalog: str | None = None,
+    step_host_ms: float | None = None,
 ) -> PlanRun:
     """The layout search `whichgpu plan` shows (and the web app serves); flags as the command's, by
     their parameter names (`export` and `out` are only checked here)."""
@@ -206,7 +210,7 @@ def plan_run(
                   recompute=recompute,
                   schedule=schedule, sequence_parallel=sequence_parallel, tp_comm_overlap=tp_comm_overlap)
     check_fixed(job, fixed)
-    base = Plan(engine=engine, precision=None)
+    base = Plan(engine=engine, precision=None, step_host_ms=step_host_ms)
     base.validate()
     ctx = Context.make(job)
     res = search(job, fixed, base, top=top, objective=objective, ctx=ctx)

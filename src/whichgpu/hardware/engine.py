@@ -156,6 +156,23 @@ class Engine:
         llama.cpp without -fa), "sdpa" (the engine's fused kernel), None (as the program says)."""
         return {"eager": "eager", "fused": "sdpa"}.get(self.attention)
 
+    def step_host_s(self, task: str, override_ms: float | None = None) -> float:
+        """Host time per step outside kernel issue, seconds: `override_ms` (a user's own loop,
+        Plan.step_host_ms) or this engine's figure for training or inference."""
+        if override_ms is not None:
+            return override_ms * 1e-3
+        return (self.step_host_ms_train if task == "train" else self.step_host_ms_infer) * 1e-3
+
+    def step_host_text(self, task: str, override_ms: float | None = None) -> str:
+        """`step_host_s` in words, with where the figure comes from."""
+        ms = self.step_host_s(task, override_ms) * 1e3
+        if override_ms is not None:
+            return f"{ms:g} ms of host work per step outside kernel issue (--step-host-ms)"
+        loop = "training loop's (data loading, logging, reading the loss)" if task == "train" else \
+            "inference loop's (input preparation, reading the results)"
+        return (f"{ms:g} ms of host work per step outside kernel issue: engine {self.id}'s figure for a {loop}; "
+                "--step-host-ms sets your own loop's")
+
     def summary(self) -> str:
         launch = "CUDA graphs" if self.graphs else f"{self.host_op_us:g} us host time per op"
         fusion = {"none": "no fusion", "pointwise": "elementwise chains fused",

@@ -98,6 +98,9 @@ class Plan:
     CPU RAM (needs a ZeRO or FSDP sharding)."""
     power_limit_w: float | None = None
     """A power cap per GPU (nvidia-smi -pl), W; None = the card's TDP."""
+    step_host_ms: float | None = None
+    """Host time per step outside kernel issue (the training loop's data loading, logging, reading
+    the loss; a serving loop's request handling), ms; None = the engine's fitted figure."""
     use_measured: bool = True
     """Use measured matmul ceilings from the catalog where present."""
     p2p: bool = True
@@ -193,6 +196,9 @@ class Plan:
         if self.power_limit_w is not None and not limits.POWER_W.ok(self.power_limit_w):
             raise InputError(f"power_limit_w must be {limits.POWER_W.describe()} W, got {self.power_limit_w}",
                              field="power_limit_w")
+        if self.step_host_ms is not None and not limits.STEP_HOST_MS.ok(self.step_host_ms):
+            raise InputError(f"step_host_ms must be {limits.STEP_HOST_MS.describe()} ms, got {self.step_host_ms}",
+                             field="step_host_ms")
         if self.optimizer_state_bits not in (None, 8, 16, 32):
             raise InputError(f"optimizer_state_bits must be 8, 16 or 32, got {self.optimizer_state_bits}",
                              field="optimizer_state_bits")

@@ -550,7 +550,7 @@ def score(ctx: Context, plan: Plan) -> Scored:
     split["dp"] = dp_exposed
     opt_params = n_rank / (plan.dp if plan.sharding != "ddp" else 1)
     split["optimizer"] = memory_time(opt_params * ADAM_BYTES_PER_PARAM, dev) if opt_params else 0.0
-    fixed0 = eng.step_host_ms_train * 1e-3
+    fixed0 = eng.step_host_s("train", plan.step_host_ms)
     # Synchronous ranks wait for the slowest once a step (perf/params.toml planner_dp_jitter, the
     # expected maximum of N jittered step times), however many micro-batches it holds.
     spread = math.sqrt(2.0 * math.log(plan.dp * plan.pp)) if plan.dp * plan.pp > 1 else 0.0
@@ -600,7 +600,8 @@ def score(ctx: Context, plan: Plan) -> Scored:
                 "mfu": "model FLOPs per token 6N + 12LHQT (PaLM appendix B), N = matmul parameters incl. the LM head",
                 "layer_costs": "analytic Megatron/TE layer kernels timed by the kernel model (parallel/layer.py)",
                 "host": (f"{eng.name}: " + ("CUDA graphs" if eng.graphs else f"{eng.host_op_us + eng.host_view_us:g} us per kernel")
-                         + f", {eng.microbatch_host_ms:g} ms per micro-batch, {eng.step_host_ms_train:g} ms per step"
+                         + f", {eng.microbatch_host_ms:g} ms per micro-batch, {fixed0 * 1e3:g} ms per step"
+                         + (" (--step-host-ms)" if plan.step_host_ms is not None else "")
                          + ("" if eng.graphs else "; a pass takes the longer of its kernels plus collectives and the host's "
                             "issue time (collectives run in a host-bound pass's slack)")),
                 "loss": ("Megatron's unfused vocab-parallel cross-entropy over FP32 logits (eight passes; "

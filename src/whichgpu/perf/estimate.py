@@ -30,7 +30,14 @@ from whichgpu.parallel.sharding import sharded_comm
 from whichgpu.perf.bands import Band, load_bands, step_kind, workload_family
 from whichgpu.perf.device import Device
 from whichgpu.perf.fusion import fuse
-from whichgpu.perf.kernels import matmul_time, memory_time, misaligned, vector_time
+from whichgpu.perf.kernels import (
+    matmul_time,
+    memory_time,
+    misaligned,
+    unaligned_dims,
+    vector_elements,
+    vector_time,
+)
 from whichgpu.perf.mfu import step_flops
 from whichgpu.perf.params import PerfParams, load_params, load_params_with_meta
 from whichgpu.workload.precision import POLICIES
@@ -66,6 +73,19 @@ class OpEstimate:
     shapes: str = ""
 
 
+@dataclass(frozen=True)
+class UnalignedGemm:
+    """A tensor-core GEMM whose operand rows are not whole 16-byte vectors, capped in rate
+    (`perf.kernels.matmul_time`'s `narrow`), and what it would take padded."""
+
+    name: str
+    module: str
+    dims: tuple[int, ...]  # the row lengths that are not multiples of `multiple`
+    multiple: int  # elements per 16-byte vector on the GEMM's path (8 for FP16/BF16)
+    seconds: float  # per step, as capped
+    padded_s: float  # per step, were those dimensions padded to `multiple`
+
+
 @dataclass
 class StepEstimate:
     gpu_id: str
@@ -93,6 +113,7 @@ class StepEstimate:
     notes: list[str] = field(default_factory=list)
     band: Band | None = None  # error band of this class of workload (perf/bands.py)
     outside: tuple[str, ...] = ()  # why the configuration lies outside the validated ground
+    unaligned_gemms: list[UnalignedGemm] = field(default_factory=list)  # slowest first
 
     @property
     def validated(self) -> bool:
@@ -181,13 +202,30 @@ def _synced_time(ops: list[Op], costs: dict[tuple[Any, ...], float], cpu_op_s: f
     return total + max(gpu, cpu)
 
 
+def gemm_path(o: Op, eng: Engine) -> str:
+    """The tensor path a GEMM runs on: its dtype, or FP16 with FP16 accumulation where the engine
+    accumulates in half precision."""
+    if eng.fp16_accumulate and o.dtype == "fp16" and o.category in ("matmul", "conv"):
+        return "fp16acc16"
+    return o.dtype
+
+
+def unaligned_of(o: Op, eng: Engine) -> tuple[int, ...]:
+    """A tensor-core matmul's operand row lengths that are not whole 16-byte vectors (its rate is
+    then capped: `perf.kernels.matmul_time`'s `narrow`); () for any other op."""
+    if o.category != "matmul" or o.mm is None or o.flops <= 0:
+        return ()
+    return unaligned_dims(o.mm, gemm_path(o, eng), o.phase == "backward")
+
+
 def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
             parts: list[Op] | None = None, engine: Engine | None = None, system: System | None = None,
-            ) -> tuple[float, float, float, float, str, str, float]:
+            aligned: bool = False) -> tuple[float, float, float, float, str, str, float]:
     """(seconds, compute_s, memory_s, latency_s, bound, dtype used, efficiency) for one occurrence.
 
     A fused kernel (`parts` = the ops it replaces) pays its components' average cost per byte on
     its own, smaller, traffic: fusion removes traffic, it does not change how fast bytes move.
+    `aligned`: time an unaligned GEMM as if its dimensions were padded to whole 16-byte rows.
     """
     p = dev.params
     eng = engine or get_engine()
@@ -232,10 +270,8 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
             # group's heads reads the cache again, in tiles of its own single query row.
             mm = (mm[0] * group, max(1, mm[1] // group), mm[2], mm[3])
             kv_reads = float(group)
-        path = o.dtype
-        if eng.fp16_accumulate and o.dtype == "fp16" and o.category in ("matmul", "conv"):
-            path = "fp16acc16"
-        narrow = o.category == "matmul" and mm is not None and misaligned(mm, path, o.phase == "backward")
+        path = gemm_path(o, eng)
+        narrow = not aligned and o.category == "matmul" and mm is not None and misaligned(mm, path, o.phase == "backward")
         tc, eff, used = matmul_time(o.flops, mm, path, dev, factor, o.sparse, o.category == "rnn", narrow)
         if used == "fp32" and "k3s1" in o.tags:
             tc /= p.winograd_speedup  # cuDNN's FP32 3x3 convolutions: Winograd, fewer multiplies
@@ -280,6 +316,7 @@ class _OpSums:
     notes: frozenset[str]
     costs: dict[tuple[Any, ...], float]
     collective_s: float = 0.0  # tensor-parallel collectives in the trace (on the critical path)
+    unaligned: tuple[UnalignedGemm, ...] = ()  # the GEMMs the 16-byte row rule slows, slowest first
 
 
 _SUMS: IdentityMemo[_OpSums] = IdentityMemo(256)
@@ -311,10 +348,17 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine, system: Syst
     notes: set[str] = set()
     accum = plan.grad_accum
     costs: dict[tuple[Any, ...], float] = {}
+    unaligned: list[UnalignedGemm] = []
     for o, n0 in compact:
         n: float = n0 / accum if o.phase == "optimizer" else n0
         t, tc, tm, lat, bound, used, eff = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)), engine, system)
         costs[_key(o)] = t
+        dims = unaligned_of(o, engine)
+        if dims:
+            padded = op_cost(o, dev, plan.overlap, latency_s, parts.get(_key(o)), engine, system, aligned=True)[0]
+            if padded < t:  # the cap bound it (a slow path may not reach the cap at all)
+                unaligned.append(UnalignedGemm(o.name, o.module, dims, vector_elements(gemm_path(o, engine)) or 1,
+                                               t * n, padded * n))
         if o.category in GEMM_CATEGORIES:
             note = dev.rate(o.dtype).note
             if note:
@@ -342,8 +386,9 @@ def _sum_ops(trace: Trace, dev: Device, plan: Plan, engine: Engine, system: Syst
     else:
         cpu_s = host_time(compact, engine, accum)
     per_op.sort(key=lambda e: -e.seconds)
+    unaligned.sort(key=lambda u: -u.seconds)
     return _OpSums(compute_s, memory_s, latency_total, backward_gpu, cpu_s, by_cat, per_op, frozenset(notes),
-                   costs, collective_s)
+                   costs, collective_s, tuple(unaligned))
 
 
 def mfu_peak_flops(spec: GpuSpec, dtype: str, fallback: float) -> float:
@@ -405,7 +450,7 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
 
     gpu_busy = compute_s + memory_s + latency_total
     gpu_total = gpu_busy + comm_exposed
-    fixed = (eng.step_host_ms_train if trace.task == "train" else eng.step_host_ms_infer) * 1e-3
+    fixed = eng.step_host_s(trace.task, plan.step_host_ms)
     overlapped = max(gpu_total, cpu_s)
     if syncs and not eng.graphs:
         overlapped = max(overlapped, _synced_time(ops, costs, eng.host_op_us * 1e-6,
@@ -458,7 +503,10 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         "power_limit": (f"{plan.power_limit_w:g} W (clock x{dev.clock_scale:.3f}, measured ceilings x{dev.power_scale:.3f})"
                         if plan.power_limit_w else "stock"),
         "gradient_accumulation": f"{accum} micro-batches per optimizer step" if accum > 1 else "none",
+        "step_host": eng.step_host_text(trace.task, plan.step_host_ms),
     }
+    if sums.unaligned:
+        assumptions["unaligned_gemms"] = unaligned_text(sums.unaligned)
     if tp > 1:
         link = node_link(system, tp, params, plan.p2p)
         assumptions["tensor_parallel"] = (f"{tp} GPUs (one rank traced; Megatron split), all-reduce per attention and "
@@ -474,5 +522,26 @@ def estimate(trace: Trace, spec: GpuSpec, plan: Plan | None = None, params: Perf
         overhead_s=overhead, comm_s=comm_exposed, gpu_busy_s=gpu_busy, cpu_s=cpu_s, comm_total_s=comm_total,
         samples_per_s=samples, tokens_per_s=tokens, mfu=mfu, hfu=hfu, mfu_peak_dtype=peak_rate.dtype,
         model_tflops_per_gpu=flops.model / step / 1e12, hardware_tflops_per_gpu=flops.hardware / step / 1e12, bound=bound, by_category=by_cat, top_ops=[replace(e) for e in sums.per_op[:top]],
-        assumptions=assumptions, notes=sorted(notes),
+        assumptions=assumptions, notes=sorted(notes), unaligned_gemms=list(sums.unaligned),
     )
+
+
+def unaligned_text(items: tuple[UnalignedGemm, ...]) -> str:
+    """The assumption line for GEMMs slowed by operand rows that are not whole 16-byte vectors,
+    grouped by module (a layer's forward and backward GEMMs share their dimensions)."""
+    groups: dict[str, tuple[set[int], int, float]] = {}
+    for u in items:
+        where = u.module or u.name
+        dims, count, secs = groups.get(where, (set(), 0, 0.0))
+        groups[where] = (dims | set(u.dims), count + 1, secs + u.seconds)
+    order = sorted(groups.items(), key=lambda kv: -kv[1][2])
+    named = "; ".join(f"{where} ({', '.join(str(d) for d in sorted(dims))}; {count} kernel{'s' if count > 1 else ''})"
+                      for where, (dims, count, _) in order[:3])
+    if len(order) > 3:
+        named += f"; {len(order) - 3} more module(s)"
+    total = sum(u.seconds for u in items)
+    padded = sum(u.padded_s for u in items)
+    multiples = " or ".join(str(m) for m in sorted({u.multiple for u in items}))
+    return (f"GEMMs with a dimension that is not a multiple of {multiples} elements (one 16-byte vector) run at "
+            f"the narrow-load rate: {named}: {total * 1e3:.3g} ms per step, about {padded * 1e3:.3g} ms padded "
+            f"(e.g. a vocabulary rounded up to a multiple of 64)")

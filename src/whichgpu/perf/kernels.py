@@ -44,20 +44,31 @@ VECTOR_BYTES = 16  # the widest load of a GEMM tile (128 bits): rows must start 
 ELEMENT_BYTES = {"tf32": 4, "fp16": 2, "bf16": 2, "fp16acc16": 2, "fp8": 1, "int8": 1}
 
 
-def misaligned(mm: tuple[int, int, int, int], dtype: str, backward: bool) -> bool:
-    """Whether a tensor-core GEMM has an operand whose rows are not whole 16-byte vectors.
+def vector_elements(dtype: str) -> int | None:
+    """Elements of `dtype` in one 16-byte vector load (None: a path without tensor-core tiles)."""
+    size = ELEMENT_BYTES.get(dtype)
+    return VECTOR_BYTES // size if size else None
+
+
+def unaligned_dims(mm: tuple[int, int, int, int], dtype: str, backward: bool) -> tuple[int, ...]:
+    """The row lengths of a tensor-core GEMM's operands that are not whole 16-byte vectors.
 
     Forward, A (m x k) and B (k x n) are stored with rows of k and n elements, and the output
     with rows of n; m (the tokens) is never a row length. The backward GEMMs multiply transposed
     views of the same tensors, so each of m, n and k is some operand's row length there (the
     weight gradient's m is the weight's output dimension, the input gradient's k likewise)."""
-    size = ELEMENT_BYTES.get(dtype)
-    if size is None:
-        return False
-    per_vector = VECTOR_BYTES // size
+    per_vector = vector_elements(dtype)
+    if per_vector is None:
+        return ()
     _, m, n, k = mm
     dims = (m, n, k) if backward else (n, k)
-    return any(d % per_vector for d in dims)
+    return tuple(sorted({d for d in dims if d % per_vector}))
+
+
+def misaligned(mm: tuple[int, int, int, int], dtype: str, backward: bool) -> bool:
+    """Whether a tensor-core GEMM has an operand whose rows are not whole 16-byte vectors
+    (`unaligned_dims`)."""
+    return bool(unaligned_dims(mm, dtype, backward))
 
 
 def k_efficiency(k: int, k_half: float) -> float:

@@ -240,6 +240,12 @@ def print_estimates(results: list[Prediction], explain: bool, top: int, wide: bo
              "--wide; every figure: --json", "dim"))
     a = merged_assumptions(results[0].est.assumptions, results[0].trace)
     say(("assumptions", "bold"), ": " + "; ".join(f"{k}: {v}" for k, v in a.items()))
+    slowed = [(r.gpu.name, sum(u.seconds for u in r.est.unaligned_gemms), sum(u.padded_s for u in r.est.unaligned_gemms))
+              for r in results if r.est.unaligned_gemms]
+    if len(results) > 1 and slowed:  # the assumption line above is the first GPU's: each GPU's cost
+        say("unaligned GEMMs, ms per step as capped / padded: "
+            + "; ".join(f"{name}: {cap * 1e3:.3g} / {pad * 1e3:.3g}" for name, cap, pad in slowed[:8])
+            + (f" ({len(results) - len(slowed)} other GPU(s): not slowed)" if len(slowed) < len(results) else ""))
     bands = {r.est.band.describe() for r in results if r.est.band is not None}
     if bands:
         say("likely: the range holding 80% of the true values, from the " + "; ".join(sorted(bands)))

@@ -99,6 +99,7 @@ COMPARE: dict[str, Param] = {
     "engine": _s("--engine"),
     "grad_accum": _i("--grad-accum", limits.GRAD_ACCUM),
     "power_limit_w": _f("--power-limit-w", limits.POWER_W),
+    "step_host_ms": _f("--step-host-ms", limits.STEP_HOST_MS),
     "top": _i("--top", limits.Bound(1, 50)),
 }
 
@@ -131,6 +132,7 @@ PLAN: dict[str, Param] = {
     "grad_dtype": _s("--grad-dtype"),
     "fp8_params": _b("--fp8-params"),
     "objective": _s("--objective"),
+    "step_host_ms": _f("--step-host-ms", limits.STEP_HOST_MS),
     "top": _i("--top", limits.Bound(1, 100)),
 }
 
