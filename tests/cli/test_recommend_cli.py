@@ -77,6 +77,20 @@ def test_budget_job_and_power() -> None:
     assert "Dettmers" in doc["assumptions"]["power"]
 
 
+def test_step_host_ms_is_the_users_loop_and_moves_the_fast_cards_most() -> None:
+    """A bare loop (--step-host-ms 0) removes the engine's per-step host time from every card's
+    step: the faster card's throughput grows by the larger share; the request and the assumptions
+    echo the figure."""
+    args = ("gpt2", "--seq-len", "1024", "-b", "8", "--gpu", "rtx-3090,a100-sxm4-80gb", "--max-gpus", "1",
+            "--objective", "time")
+    base, bare = run_json(*args), run_json(*args, "--step-host-ms", "0")
+    assert base["request"]["step_host_ms"] is None and bare["request"]["step_host_ms"] == 0.0
+    gain = {r["gpu"]: b["speed"] / r["speed"] for r in base["rows"] for b in bare["rows"] if b["gpu"] == r["gpu"]}
+    assert set(gain) == {"rtx-3090", "a100-sxm4-80gb"} and gain["a100-sxm4-80gb"] > gain["rtx-3090"] > 1.0
+    assert bare["assumptions"]["perf_step_host"].endswith("(--step-host-ms)")
+    assert "--step-host-ms sets your own loop's" in base["assumptions"]["perf_step_host"]
+
+
 def test_html_report(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     res = run("gpt2", "--seq-len", "256", "-b", "4", "--gpu", FEW, "--html", str(out))

@@ -138,6 +138,8 @@ def test_recommend_bad_numbers_get_the_cli_message(client: TestClient) -> None:
         msg = error_of(client, "recommend", model="gpt2", batch_size=value)
         assert msg == cli_error("recommend", "gpt2", "-b", value), value
     assert error_of(client, "recommend", model="gpt2", budget="-5") == cli_error("recommend", "gpt2", "--budget", "-5")
+    assert error_of(client, "recommend", model="gpt2", step_host_ms="-1") == cli_error("recommend", "gpt2",
+                                                                                       "--step-host-ms", "-1")
     assert error_of(client, "recommend", model="gpt2", mode="lease") == "--buy/--rent: 'lease' is not one of buy, rent"
 
 

@@ -68,6 +68,7 @@ def recommend_cmd(
     job_epochs: float = float_option(None, "--job-epochs", bound=limits.JOB_EPOCHS, help="The job: epochs over --dataset-size samples."),
     dataset_size: float = float_option(None, "--dataset-size", bound=limits.DATASET_SIZE, help="Samples per epoch (with --job-epochs)."),
     power_limit_w: float = float_option(None, "--power-limit-w", bound=limits.POWER_W, help="Model a power cap per GPU, W (throughput from Dettmers' RTX 2080 Ti measurement)."),
+    step_host_ms: float = float_option(None, "--step-host-ms", bound=limits.STEP_HOST_MS, help="Host time per step outside kernel issue, ms: your loop's data loading, logging, loss read (default: the engine's fitted figure)."),
     price: list[str] = typer.Option(None, "--price", help="NAME=USD (purchase per card) or NAME=USD/h (rent per GPU-hour); repeatable."),
     prices_file: str = typer.Option(None, "--prices", metavar="FILE", help="Prices file, TOML or CSV (format: docs/presets.md)."),
     gpu: str = typer.Option(None, "--gpu", help="Only these GPUs (comma-separated names); default: the whole catalog."),
@@ -110,7 +111,8 @@ def recommend_cmd(
                                 "--image-size": image_size, "--optimizer": optimizer, "--finetune": finetune,
                                 "--checkpointing": checkpointing, "--budget": budget, "--objective": objective,
                                 "--job-tokens": job_tokens, "--job-epochs": job_epochs, "--power-limit-w": power_limit_w,
-                                "--max-power-w": max_power_w, "--system": system}.items() if v is not None]
+                                "--max-power-w": max_power_w, "--system": system,
+                                "--step-host-ms": step_host_ms}.items() if v is not None]
         if given or compile_:
             raise InputError(f"{', '.join(given) or '--compile'} do not apply to a serving recommendation (--rate): it "
                              "takes --input-len, --output-len, the SLOs, --precision, --engine, --gpu, --max-gpus and "
@@ -146,7 +148,8 @@ def recommend_cmd(
         years=years, electricity=electricity, max_gpus=max_gpus, max_power_w=max_power_w,
         min_memory_gb=min_memory_gb, objective=objective, job_tokens=job_tokens, job_epochs=job_epochs,
         dataset_size=dataset_size, power_limit_w=power_limit_w, price=price, prices_file=prices_file, gpu=gpu,
-        engine=engine, compile_=compile_, no_cache=no_cache, system=system, catalog=catalog, progress=progress)
+        engine=engine, compile_=compile_, no_cache=no_cache, system=system, catalog=catalog, progress=progress,
+        step_host_ms=step_host_ms)
     if html:
         from whichgpu.report.html import render
 
@@ -182,7 +185,7 @@ def recommend_run(
     power_limit_w: float | None = None, price: list[str] | None = None, prices_file: str | None = None,
     gpu: str | None = None, engine: str | None = None, compile_: bool = False, no_cache: bool = False,
     system: str | None = None, catalog: str | None = None,
-    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None, step_host_ms: float | None = None,
 ) -> tuple[Any, Any]:
     """The ranking `whichgpu recommend` shows (and the web app serves): (the Recommendation, the first
     workload's trace or None). Flags as the command's, by their parameter names; `progress` wraps
@@ -241,6 +244,7 @@ def recommend_run(
         max_power_w=max_power_w,
         min_memory_gb=min_memory_gb if min_memory_gb is not None else (preset.min_memory_gb if preset else None),
         memory_rule=(preset.rule if preset and min_memory_gb is None else ""), power_limit_w=power_limit_w,
+        step_host_ms=step_host_ms,
         job=Job(job_tokens if job_tokens is not None else (preset.job_tokens if preset and job_epochs is None else None),
                 job_epochs, dataset_size),
         gpu_ids=gpu_ids, engine=eng, prices=user, system=sys_)

@@ -113,7 +113,7 @@ def assumptions(req: Request, rows: list[Config], mem: dict[str, MemoryEstimate]
     traced = next((r for c in rows for r in c.runs if isinstance(r, Run)), None)
     if traced is not None:
         e = traced.pred.est.assumptions
-        for k in ("efficiency_source", "engine", "overlap"):
+        for k in ("efficiency_source", "engine", "overlap", "step_host"):
             if k in e:
                 a[f"perf_{k}"] = str(e[k])
     if planned:

@@ -127,7 +127,8 @@ def choose_precision(gpu: GpuSpec, w: Workload, requested: str) -> tuple[str | N
 
 
 def _estimate(tracer: Tracer, req: Request, w: Workload, gpu: GpuSpec, prec: str, why: str, lay: Layout) -> Run:
-    plan = lay.plan.with_(engine=req.engine, power_limit_w=req.power_limit_w, precision=prec)
+    plan = lay.plan.with_(engine=req.engine, power_limit_w=req.power_limit_w, precision=prec,
+                          step_host_ms=req.step_host_ms)
     pred = predict(w.spec, gpu, plan, req.system_for(gpu), tracer.trace, serving=w.serving, precision_reason=why,
                    memory=False, top=3)
     return Run(w, lay, pred)

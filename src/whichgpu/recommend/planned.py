@@ -95,7 +95,7 @@ def planned_run(tracer: Tracer, req: Request, w: Workload, gpu: GpuSpec, prec: s
     if job is None:
         return None
     try:
-        r = quick_best(job, Plan(engine=req.engine), req.power_limit_w)
+        r = quick_best(job, Plan(engine=req.engine, step_host_ms=req.step_host_ms), req.power_limit_w)
     except WhichGPUError:  # a precision or a card the planner cannot model
         return None
     if r is None:

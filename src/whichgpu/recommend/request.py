@@ -6,6 +6,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
+from whichgpu import limits
 from whichgpu.errors import InputError
 from whichgpu.hardware.spec import GpuSpec
 from whichgpu.hardware.system import System, default_system
@@ -92,6 +93,7 @@ class Request:
     min_memory_gb: float | None = None
     memory_rule: str = ""  # the preset's rule of thumb behind min_memory_gb, in words
     power_limit_w: float | None = None
+    step_host_ms: float | None = None  # host time per step outside kernel issue (Plan.step_host_ms)
     job: Job = field(default_factory=Job)
     gpu_ids: tuple[str, ...] | None = None  # restrict to these catalog ids
     engine: str = "pytorch"  # execution engine profile (hardware/engines/*.toml)
@@ -129,6 +131,9 @@ class Request:
                              field="min_memory_gb")
         if self.power_limit_w is not None and not (self.power_limit_w > 0 and math.isfinite(self.power_limit_w)):
             raise InputError(f"the power limit must be > 0 W, got {self.power_limit_w:g}", field="power_limit_w")
+        if self.step_host_ms is not None and not limits.STEP_HOST_MS.ok(self.step_host_ms):
+            raise InputError(f"the host time per step must be {limits.STEP_HOST_MS.describe()} ms, got "
+                             f"{self.step_host_ms:g}", field="step_host_ms")
         if self.objective == "cost-per-job" and not self.job.given:
             raise InputError("the cost-per-job objective needs the job's size: tokens, or epochs over a dataset",
                              field="job.tokens")

@@ -73,6 +73,7 @@ def request_dict(req: Request) -> dict[str, Any]:
             "electricity_usd_per_kwh": m.usd_per_kwh, "budget_usd": req.budget_usd, "max_gpus": req.max_gpus,
             "counts": list(req.counts()), "max_power_w": req.max_power_w, "min_memory_gb": req.min_memory_gb,
             "memory_rule": req.memory_rule or None, "power_limit_w": req.power_limit_w,
+            "step_host_ms": req.step_host_ms,
             "precision": sorted({w.spec.precision for w in req.workloads}),
             "compile": _fuses(req.engine), "engine": req.engine, "job": {"tokens": req.job.tokens, "epochs": req.job.epochs,
                                             "dataset_size": req.job.dataset_size},

@@ -84,6 +84,7 @@ RECOMMEND: dict[str, Param] = {
     "job_epochs": _f("--job-epochs", limits.JOB_EPOCHS),
     "dataset_size": _f("--dataset-size", limits.DATASET_SIZE),
     "power_limit_w": _f("--power-limit-w", limits.POWER_W),
+    "step_host_ms": _f("--step-host-ms", limits.STEP_HOST_MS),
     "gpu": _s("--gpu"),
     "engine": _s("--engine"),
 }
