@@ -168,8 +168,8 @@ class Engine:
         ms = self.step_host_s(task, override_ms) * 1e3
         if override_ms is not None:
             return f"{ms:g} ms of host work per step outside kernel issue (--step-host-ms)"
-        loop = "training loop's (data loading, logging, reading the loss)" if task == "train" else \
-            "inference loop's (input preparation, reading the results)"
+        loop = "training loop's own work (data loading, logging, reading the loss)" if task == "train" else \
+            "inference loop's own work (input preparation, reading the results)"
         return (f"{ms:g} ms of host work per step outside kernel issue: engine {self.id}'s figure for a {loop}; "
                 "--step-host-ms sets your own loop's")
 
