@@ -99,8 +99,8 @@ class Plan:
     power_limit_w: float | None = None
     """A power cap per GPU (nvidia-smi -pl), W; None = the card's TDP."""
     step_host_ms: float | None = None
-    """Host time per step outside kernel issue (the training loop's data loading, logging, reading
-    the loss; a serving loop's request handling), ms; None = the engine's fitted figure."""
+    """Host time per step outside kernel issue (a training loop's data loading, logging, reading
+    the loss; an inference loop's input preparation), ms; None = the engine's fitted figure."""
     use_measured: bool = True
     """Use measured matmul ceilings from the catalog where present."""
     p2p: bool = True

@@ -33,7 +33,6 @@ from whichgpu.perf.fusion import fuse
 from whichgpu.perf.kernels import (
     matmul_time,
     memory_time,
-    misaligned,
     unaligned_dims,
     vector_elements,
     vector_time,
@@ -271,7 +270,7 @@ def op_cost(o: Op, dev: Device, overlap: str, latency_s: float,
             mm = (mm[0] * group, max(1, mm[1] // group), mm[2], mm[3])
             kv_reads = float(group)
         path = gemm_path(o, eng)
-        narrow = not aligned and o.category == "matmul" and mm is not None and misaligned(mm, path, o.phase == "backward")
+        narrow = not aligned and bool(unaligned_of(o, eng))
         tc, eff, used = matmul_time(o.flops, mm, path, dev, factor, o.sparse, o.category == "rnn", narrow)
         if used == "fp32" and "k3s1" in o.tags:
             tc /= p.winograd_speedup  # cuDNN's FP32 3x3 convolutions: Winograd, fewer multiplies
