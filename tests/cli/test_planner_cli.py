@@ -88,6 +88,10 @@ def test_no_layout_fits_exits_1_with_the_reason() -> None:
                  "--global-batch", "8", "--seq-len", "4096")
     assert res.exit_code == 1, res.output
     assert "no layout" in res.output and "fits" in res.output
+    assert "the model states alone" in res.output and "of these GPUs hold them" in res.output
+    doc = invoke_json("plan", "whichgpu.plan/1", "llama-3-405b", "--gpu", "a100-sxm4-40gb", "--system",
+                      "dgx-a100-320gb", "--gpus", "8", "--global-batch", "8", "--seq-len", "4096", code=1)
+    assert not doc["plans"] and doc["no_layout_reason"].startswith("the model states alone")
 
 
 def test_no_split_of_the_degrees_says_the_rules() -> None:

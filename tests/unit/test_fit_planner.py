@@ -13,9 +13,10 @@ from tests.unit.test_recommend import toy_trace, toy_workload
 from whichgpu.hardware.catalog import Catalog, load_catalog
 from whichgpu.hardware.system import default_system
 from whichgpu.parallel import fallback
-from whichgpu.parallel.fallback import at_count, fewest, for_fit, label, quick_best
+from whichgpu.parallel.fallback import at_count, fewest, for_fit, quick_best
 from whichgpu.parallel.plan import Plan
 from whichgpu.parallel.planner import Job
+from whichgpu.parallel.search import label
 from whichgpu.recommend import Recommendation, Request, Workload, recommend
 from whichgpu.recommend.planned import PlannedRun
 from whichgpu.workload.spec import WorkloadSpec

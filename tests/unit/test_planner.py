@@ -229,6 +229,30 @@ def test_nothing_fits_reports_the_closest() -> None:
     assert res.skipped.get("memory", 0) > 0 or res.not_fitting
 
 
+def test_where_every_layout_is_skipped_for_memory_the_answer_gives_the_least_and_a_gpu_count() -> None:
+    # 405B on 8 x 40 GB: the model states alone exceed one GPU in every split, so nothing is
+    # evaluated; the answer names the least of them per GPU and how many GPUs hold them at all
+    job = _job("llama-3-405b", gpus=8, gb=8, seq=4096, gpu="a100-sxm4-40gb", system="dgx-a100-320gb")
+    res = search(job, Fixed(), Plan(engine="megatron"), top=3)
+    floor = res.states_floor
+    assert res.evaluated == 0 and floor is not None
+    ctx = Context.make(job)
+    whole = job.args.params()[0] * (ctx.param_bytes + ctx.grad_bytes + ctx.optimizer_bytes)
+    assert floor.total_bytes == pytest.approx(whole)
+    assert floor.per_gpu_bytes == pytest.approx(whole / 8)  # fully sharded or split over all eight
+    assert floor.capacity_bytes == job.gpu.usable_memory_bytes
+    fewest = math.ceil(whole / job.gpu.usable_memory_bytes)
+    why = res.why_none()
+    assert why.startswith("the model states alone") and f"at least {fewest:,} of these GPUs" in why
+    assert f"{whole / 8 / 1e9:,.1f} GB per GPU" in why
+    # where some layout was evaluated (70B fully sharded over 64 x 40 GB without recomputation),
+    # the closest layout's own reason is the answer: its activations, not the states
+    near = search(_job("llama-3-70b", gpus=64, gb=64, seq=4096, gpu="a100-sxm4-40gb", system="dgx-a100-320gb"),
+                  Fixed(tp=1, pp=1, recompute="none"), Plan(engine="megatron"), top=3)
+    assert not near.best and near.not_fitting and near.evaluated > 0
+    assert near.why_none() == near.not_fitting[0].reason and "activations" in near.why_none()
+
+
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"])
 def test_stage_peaks_are_the_simulated_ones(schedule: str) -> None:
     from whichgpu.parallel.planner import stage_peaks

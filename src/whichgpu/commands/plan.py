@@ -234,8 +234,7 @@ def plan_no_answer(run: PlanRun) -> str | None:
     res = run.res
     if res.best:
         return None
-    why = res.not_fitting[0].reason if res.not_fitting else _no_layout_reason(res)
-    return f"no layout of {run.job.model_id} fits on {run.job.gpus} x {run.gpu.name}: {why}"
+    return f"no layout of {run.job.model_id} fits on {run.job.gpus} x {run.gpu.name}: {res.why_none()}"
 
 
 def _rent(g: Any) -> float | None:
@@ -243,13 +242,6 @@ def _rent(g: Any) -> float | None:
 
     q = catalog_prices(g, dt.date.today()).rent
     return q.usd
-
-
-def _no_layout_reason(res: Any) -> str:
-    if res.skipped:
-        parts = ", ".join(f"{n} by {k}" for k, n in sorted(res.skipped.items()))
-        return f"no valid split of the degrees ({parts} rejected)"
-    return str(res.no_split())
 
 
 def check_fixed(job: Any, fixed: Any) -> None:

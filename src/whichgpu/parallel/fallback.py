@@ -26,7 +26,7 @@ from typing import Any
 from whichgpu.errors import WhichGPUError
 from whichgpu.parallel.plan import Plan
 from whichgpu.parallel.planner import Context, Job, Result
-from whichgpu.parallel.search import Fixed, SearchResult, search
+from whichgpu.parallel.search import Fixed, SearchResult, label, search
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 
 COUNTS: tuple[int, ...] = tuple(2**k for k in range(1, 10))  # 2, 4, ..., 512 GPUs
@@ -68,21 +68,6 @@ def decoder(model: str) -> tuple[str, DecoderArgs] | str:
 def attention_of(options: tuple[tuple[str, Any], ...]) -> str:
     """The planner's attention kernels for a workload's --attention (eager: score GEMMs + softmax)."""
     return "unfused" if dict(options).get("attention") == "eager" else "flash"
-
-
-def label(plan: Plan) -> str:
-    """A layout in Megatron's words: "TP8+SP PP2x4 CP2 EP8 DP4" (PP2x4: 4 virtual stages a rank;
-    ETP1 where the experts are not split with tp)."""
-    parts = [f"TP{plan.tp}" + ("+SP" if plan.sequence_parallel else ""),
-             f"PP{plan.pp}" + (f"x{plan.vp}" if plan.vp > 1 else "")]
-    if plan.cp > 1:
-        parts.append(f"CP{plan.cp}")
-    if plan.ep > 1:
-        parts.append(f"EP{plan.ep}")
-    if plan.etp is not None and plan.etp != plan.tp:
-        parts.append(f"ETP{plan.etp}")
-    parts.append(f"DP{plan.dp}")
-    return " ".join(parts)
 
 
 def context(job: Job, power_limit_w: float | None = None) -> Context:
@@ -212,15 +197,7 @@ def _none_text(last: tuple[Job, SearchResult] | None, first: int, upto: int) -> 
     if last is None:
         return f"no GPU count searched ({span})"
     job, res = last
-    if res.not_fitting:
-        why = res.not_fitting[0].reason
-    elif "memory" in res.skipped:
-        why = "the model states alone exceed the GPU's memory in every layout"
-    elif not res.skipped:
-        why = res.no_split()
-    else:
-        why = "no valid split of the degrees"
-    return f"no layout fits on {span} x {job.gpu.name} (at {job.gpus}: {why})"
+    return f"no layout fits on {span} x {job.gpu.name} (at {job.gpus}: {res.why_none()})"
 
 
 def for_fit(trace: Any, model: str, gpu: Any, system: Any, gpus: int, grad_accum: int, attention: str | None = None,

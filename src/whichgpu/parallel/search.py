@@ -12,6 +12,7 @@ fit in memory are kept aside with their reason.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
@@ -71,10 +72,58 @@ class SearchResult:
     """Of the `evaluated` layouts, those timed in full (their schedule simulated with their pass
     times): the others' lower bound could not reach the top (`planner.score`; every layout's
     memory and fit are computed in full either way)."""
+    states_floor: StatesFloor | None = None
+    """Where every layout was skipped for memory: the least of their model states per GPU."""
 
     def no_split(self) -> str:
         """Why nothing was evaluated when nothing was skipped either: the rules no split met."""
         return f"no split of the degrees exists: {self.rules}" if self.rules else "no valid split of the degrees"
+
+    def why_none(self) -> str:
+        """Why no layout fits: the closest layout's reason; else, where the model states alone
+        exceed the GPU in every layout, the least of them against the GPU's memory; else the
+        splits that were rejected, or the rules no split met."""
+        if self.not_fitting:
+            return self.not_fitting[0].reason
+        if self.evaluated == 0 and self.states_floor is not None:
+            return self.states_floor.text()
+        if self.skipped:
+            parts = ", ".join(f"{n} by {k}" for k, n in sorted(self.skipped.items()))
+            return f"no valid split of the degrees ({parts} rejected)"
+        return self.no_split()
+
+
+@dataclass(frozen=True)
+class StatesFloor:
+    """The model states (weights, gradients, optimizer states) of the layout that needs the least
+    of them per GPU, where every layout needs more than the GPU has."""
+
+    plan: Plan
+    per_gpu_bytes: float
+    total_bytes: float  # the model states of the whole model, unsharded
+    capacity_bytes: float  # one GPU's usable memory
+
+    def text(self) -> str:
+        fewest = math.ceil(self.total_bytes / self.capacity_bytes)
+        return (f"the model states alone (weights, gradients, optimizer states: {self.total_bytes / 1e9:,.0f} GB in all) "
+                f"exceed the GPU's memory in every layout; the least, {label(self.plan)} ({self.plan.sharding}), "
+                f"needs {self.per_gpu_bytes / 1e9:,.1f} GB per GPU of {self.capacity_bytes / 1e9:,.1f} GB usable: "
+                f"at least {fewest:,} of these GPUs hold them, before activations")
+
+
+def label(plan: Plan) -> str:
+    """A layout in Megatron's words: "TP8+SP PP2x4 CP2 EP8 DP4" (PP2x4: 4 virtual stages a rank;
+    ETP1 where the experts are not split with tp)."""
+    parts = [f"TP{plan.tp}" + ("+SP" if plan.sequence_parallel else ""),
+             f"PP{plan.pp}" + (f"x{plan.vp}" if plan.vp > 1 else "")]
+    if plan.cp > 1:
+        parts.append(f"CP{plan.cp}")
+    if plan.ep > 1:
+        parts.append(f"EP{plan.ep}")
+    if plan.etp is not None and plan.etp != plan.tp:
+        parts.append(f"ETP{plan.etp}")
+    parts.append(f"DP{plan.dp}")
+    return " ".join(parts)
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -187,6 +236,7 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
     skipped: dict[str, int] = {}
     total = float(job.args.params()[0])
     capacity = job.gpu.usable_memory_bytes
+    least: tuple[float, Plan] | None = None
     for plan in candidates(job, fixed, base):
         try:
             check_layout(job, plan)
@@ -194,15 +244,22 @@ def search(job: Job, fixed: Fixed, base: Plan | None = None, top: int = 5, objec
             key = (e.field or "layout")
             skipped[key] = skipped.get(key, 0) + 1
             continue
-        if _states_floor(ctx, plan, total) > capacity:
+        states = _states_floor(ctx, plan, total)
+        if states > capacity:
             skipped["memory"] = skipped.get("memory", 0) + 1  # the model states alone exceed the GPU
+            if least is None or states < least[0]:
+                least = (states, plan)
             continue
         sc = score(ctx, plan)
         (fits if sc.fits else nofit).append(sc)
     best, timed = _fastest(fits, top, distinct)
     closest, timed_nofit = _closest_scored(nofit, top)
+    floor = None
+    if least is not None:
+        whole = total * (ctx.param_bytes + ctx.grad_bytes + ctx.optimizer_bytes)
+        floor = StatesFloor(least[1], least[0], whole, capacity)
     return SearchResult(best, closest, len(fits) + len(nofit), skipped, split_rules(job, fixed),
-                        simulated=timed + timed_nofit)
+                        simulated=timed + timed_nofit, states_floor=floor)
 
 
 def _fastest(fits: list[Scored], top: int, distinct: Callable[[Plan], Hashable] | None = None

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from whichgpu.errors import WhichGPUError
 from whichgpu.hardware.spec import GpuSpec
-from whichgpu.parallel.fallback import attention_of, decoder, label, quick_best, why_not
+from whichgpu.parallel.fallback import attention_of, decoder, quick_best, why_not
 from whichgpu.parallel.plan import Plan
 from whichgpu.parallel.planner import Job, Result
+from whichgpu.parallel.search import label
 from whichgpu.perf.bands import Band
 from whichgpu.recommend.request import Request, Workload
 from whichgpu.recommend.search import Layout, Tracer, traces_for

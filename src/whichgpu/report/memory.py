@@ -8,7 +8,8 @@ from rich.text import Text
 
 from whichgpu.memory.estimate import LINE_TITLES, MemoryEstimate
 from whichgpu.memory.fit import FitReport
-from whichgpu.parallel.fallback import Layouts, label
+from whichgpu.parallel.fallback import Layouts
+from whichgpu.parallel.search import label
 from whichgpu.report.console import Table, compact_table, console, line, print_wide, say, styled
 from whichgpu.report.flags import flags
 from whichgpu.report.workload import (

@@ -20,7 +20,7 @@ COLORS = {"compute": "#3867d6", "tp": "#eb3b5a", "cp": "#fa8231", "ep": "#8854d0
 
 
 def layout_text(r: Result) -> str:
-    from whichgpu.parallel.fallback import label
+    from whichgpu.parallel.search import label
 
     return label(r.plan)
 
@@ -49,6 +49,7 @@ def plan_document(job: Job, res: SearchResult, objective: str) -> dict[str, Any]
         "tokens_per_step": job.tokens, "precision": job.precision, "attention": job.attention, "objective": objective,
         "plans": [item(r) for r in res.best], "not_fitting": [item(r) for r in res.not_fitting],
         "evaluated": res.evaluated, "skipped": dict(res.skipped), "notes": plan_notes(job),
+        "no_layout_reason": None if res.best else res.why_none(),
     }
 
 
