@@ -118,6 +118,25 @@ def test_lambdas_transformer_xl_rows_run_trainpy_defaults_on_independent_ranks(t
     assert predict(base, get_trace).value == pytest.approx(8 * one.value)
 
 
+def test_dle_ssd_trains_channels_last_at_every_precision_but_infers_nchw(tmp_path: Path) -> None:
+    """DLE SSD main.py defaults --data-layout to channels_last and its training loops convert the
+    images (AMP, TF32 and FP32 alike); its inference loop does not, and Lambda's fork of the
+    script predates the flag. ResNet-50 keeps its own rule: channels-last with AMP only."""
+    head = "source_repo,source_path_or_url,model,task,framework,gpu,gpu_count,precision," \
+           "batch_size_per_gpu,seq_len_or_image_size,metric_unit,value,notes"
+    f = tmp_path / "t.csv"
+    rows = [("NVIDIA/DeepLearningExamples", "SSD300 (ResNet-50 backbone)", "train", "TF32", "64"),
+            ("NVIDIA/DeepLearningExamples", "SSD300 (ResNet-50 backbone)", "train", "AMP", "64"),
+            ("NVIDIA/DeepLearningExamples", "SSD300 (ResNet-50 backbone)", "infer", "AMP", "8"),
+            ("lambdal/deeplearning-benchmark", "SSD300 (ResNet-50 backbone)", "train", "AMP/FP16", "448"),
+            ("NVIDIA/DeepLearningExamples", "ResNet-50 v1.5", "train", "TF32", "256"),
+            ("NVIDIA/DeepLearningExamples", "ResNet-50 v1.5", "train", "AMP", "256")]
+    f.write_text("\n".join([head, *(f"{src},y.md,{model},{task},PyTorch,A100-SXM4-80GB,1,{prec},{b},300,images/s,100,"
+                                     for src, model, task, prec, b in rows)]) + "\n")
+    layouts = [dict(row_job(m, CAT).spec.options).get("memory_format") for m in read_measurements([str(f)])]
+    assert layouts == ["channels_last", "channels_last", None, None, None, "channels_last"]
+
+
 def test_a_row_that_cannot_be_modelled_says_why(tmp_path: Path) -> None:
     f = _external(tmp_path, "E,x,,,NoSuchModel 9B,infer,decode,H100 SXM,1,,bf16,1,5,,,10,decode_tokens_per_s,"
                             "tokens/s,10,,,")

@@ -233,7 +233,8 @@ def _throughput_job(m: Measurement, catalog: Catalog) -> Job:
     # config_v1/*.sh) runs NVIDIA's scripts without --memory-format and with NCCL_P2P_DISABLE=1.
     lambda_harness = m.source == "Lambda"
     options: tuple[tuple[str, object], ...] = ()
-    if entry.input_kind == "image" and prec in entry.channels_last_precisions and not lambda_harness:
+    if (entry.input_kind == "image" and prec in entry.channels_last_precisions and task in entry.channels_last_tasks
+            and not lambda_harness):
         options = (("memory_format", "channels_last"),)
     options += tuple(harness.get("options", ()))
     spec = WorkloadSpec(model=entry.id, task=task, batch_size=b, seq_len=seq, image_size=img, precision=prec,

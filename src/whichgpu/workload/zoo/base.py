@@ -86,6 +86,8 @@ class ZooEntry:
     # Precisions for which the reference training scripts use channels-last (NHWC) activations
     # (NVIDIA's ConvNets: `--memory-format nhwc` with AMP).
     channels_last_precisions: tuple[str, ...] = ()
+    # The tasks those scripts run channels-last (SSD's benchmark-inference loop passes NCHW images).
+    channels_last_tasks: tuple[str, ...] = ("train", "infer")
     # What "mixed precision" means in the reference training scripts: "amp-fp16" (autocast,
     # torch.cuda.amp / apex O1) or "fp16" (an FP16 model with FP32 master weights: apex O2,
     # fairseq --fp16, GNMT --math fp16).
