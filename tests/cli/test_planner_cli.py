@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_and_exit_2(extra: tuple[str, ...], text: str) -> 
     assert text in res.output and "Traceback" not in res.output
 
 
-def test_no_layout_fits_exits_1_with_the_reason() -> None:
+def test_no_layout_fits_exits_1_with_the_reason(tmp_path: Path) -> None:
     res = invoke("plan", "llama-3-405b", "--gpu", "a100-sxm4-40gb", "--system", "dgx-a100-320gb", "--gpus", "8",
                  "--global-batch", "8", "--seq-len", "4096")
     assert res.exit_code == 1, res.output
@@ -92,6 +92,14 @@ def test_no_layout_fits_exits_1_with_the_reason() -> None:
     doc = invoke_json("plan", "whichgpu.plan/1", "llama-3-405b", "--gpu", "a100-sxm4-40gb", "--system",
                       "dgx-a100-320gb", "--gpus", "8", "--global-batch", "8", "--seq-len", "4096", code=1)
     assert not doc["plans"] and doc["no_layout_reason"].startswith("the model states alone")
+    # the HTML page says the same instead of empty tables and a schedule "of #1"
+    page = tmp_path / "none.html"
+    res = invoke("plan", "llama-3-405b", "--gpu", "a100-sxm4-40gb", "--system", "dgx-a100-320gb", "--gpus", "8",
+                 "--global-batch", "8", "--seq-len", "4096", "--html", str(page))
+    assert res.exit_code == 1, res.output
+    html = page.read_text()
+    assert "<h2>No layout fits</h2>" in html and "the model states alone" in html
+    assert "Layouts that fit" not in html and "Pipeline schedule of #1" not in html
 
 
 def test_no_split_of_the_degrees_says_the_rules() -> None:

@@ -157,14 +157,17 @@ def render_html(job: Job, res: SearchResult, gantt: str) -> str:
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}"
            "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}"
            ".note{color:#555}")
+    closest = f"<h2>Closest layouts that do not fit</h2><ul>{nofit}</ul>" if nofit else ""
+    if res.best:
+        body = ("<h2>Layouts that fit</h2><table><tr><th>#</th><th>layout</th><th>mb x acc</th><th>sharding</th>"
+                "<th>recompute</th><th>schedule</th><th>step s</th><th>tokens/s</th><th>TFLOP/s/GPU</th><th>MFU</th>"
+                f"<th>peak GB</th></tr>{''.join(rows)}</table>"
+                f"<h2>Where the step goes</h2>{split_chart(res.best)}"
+                f"<h2>Pipeline schedule of #1</h2>{gantt or '<p class=note>No pipeline (pp = 1).</p>'}"
+                + closest + f"<h2>Assumptions of #1</h2><ul>{assumptions}</ul>")
+    else:
+        body = f"<h2>No layout fits</h2><p>{_e(res.why_none())}</p>" + closest
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>whichgpu plan: {_e(title)}</title>"
             f"<style>{css}</style></head><body><h1>whichgpu plan: {_e(title)}</h1>"
             f"<p>Global batch {job.global_batch} x {job.seq_len} tokens, {_e(job.precision)}, system "
-            f"{_e(job.system.name)}; {res.evaluated} layouts evaluated.</p>"
-            "<h2>Layouts that fit</h2><table><tr><th>#</th><th>layout</th><th>mb x acc</th><th>sharding</th>"
-            "<th>recompute</th><th>schedule</th><th>step s</th><th>tokens/s</th><th>TFLOP/s/GPU</th><th>MFU</th>"
-            f"<th>peak GB</th></tr>{''.join(rows)}</table>"
-            f"<h2>Where the step goes</h2>{split_chart(res.best)}"
-            f"<h2>Pipeline schedule of #1</h2>{gantt or '<p class=note>No pipeline (pp = 1).</p>'}"
-            + (f"<h2>Closest layouts that do not fit</h2><ul>{nofit}</ul>" if nofit else "")
-            + f"<h2>Assumptions of #1</h2><ul>{assumptions}</ul></body></html>\n")
+            f"{_e(job.system.name)}; {res.evaluated} layouts evaluated.</p>{body}</body></html>\n")
