@@ -147,3 +147,11 @@ def test_what_would_make_it_fit() -> None:
     assert why["rtx-4090"].startswith("does not fit: needs ") and why["rtx-4090"].endswith(
         "has 25.4 GB; fits with full activation checkpointing")
     assert why["rtx-4070"].endswith("fits with QLoRA and full activation checkpointing")
+
+
+def test_when_no_gpu_runs_the_job_the_picks_say_so_not_that_prices_are_missing() -> None:
+    doc = run_json("llama-3.1-405b", "--task", "train", "--seq-len", "4096", "--max-gpus", "1", code=1)
+    picks = {p["kind"]: p for p in doc["picks"]}
+    for kind in ("best-overall", "best-value", "fastest"):
+        assert picks[kind]["config"] is None and picks[kind]["text"] == "no configuration compared runs this job"
+    assert "cannot run it" in picks["no-budget"]["text"]

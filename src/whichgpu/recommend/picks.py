@@ -53,15 +53,16 @@ def make_picks(ranked: list[Config], free: FreeTier, req: Request, unit: str) ->
     left_out = " (SXM/OAM modules left out: they need a server, not priced)" if len(buyable) < len(ranked) else ""
     known = [c for c in buyable if metric(c, obj) is not None]
     top = known[0] if known else None
+    none_runs = "no configuration compared runs this job" if not ranked else ""
     picks.append(Pick("best-overall", f"best overall ({obj})", top,
                       f"{_name(top)}, {_price(top, req)}{left_out}" if top else
-                      f"no configuration has the figures the {obj} objective needs (prices or TDPs)"))
+                      none_runs or f"no configuration has the figures the {obj} objective needs (prices or TDPs)"))
     valued = [c for c in buyable if c.value is not None]
     bv = max(valued, key=lambda c: (c.value or 0.0, c.speed)) if valued else None
     picks.append(Pick("best-value", "best value (work per dollar)", bv,
-                      f"{_name(bv)}, {_price(bv, req)}" if bv else "no configuration has a price"))
+                      f"{_name(bv)}, {_price(bv, req)}" if bv else none_runs or "no configuration has a price"))
     fastest = max(ranked, key=lambda c: (c.speed, -c.gpus)) if ranked else None
-    picks.append(Pick("fastest", "fastest", fastest, _name(fastest) if fastest else "none"))
+    picks.append(Pick("fastest", "fastest", fastest, _name(fastest) if fastest else none_runs))
     if req.budget_usd is not None:
         within = [c for c in buyable if c.within_budget]
         wb = within[0] if within else None
