@@ -12,7 +12,7 @@ from whichgpu.hardware.catalog import load_catalog
 from whichgpu.parallel.plan import Plan
 from whichgpu.perf import estimate
 from whichgpu.perf.device import Device
-from whichgpu.perf.kernels import gemm_utilization, misaligned
+from whichgpu.perf.kernels import gemm_utilization, unaligned_dims
 from whichgpu.perf.params import load_params
 from whichgpu.workload.trace import Op, Trace
 
@@ -78,15 +78,15 @@ def test_wave_quantization() -> None:
 
 def test_misaligned_rows_are_found_in_the_operands_row_lengths() -> None:
     # GPT-2's LM head: tokens x 768 @ 768 x 50,257 forward; its backward GEMMs put 50,257 as m or k
-    assert misaligned((1, 8192, 50257, 768), "bf16", backward=False)
-    assert misaligned((1, 50257, 768, 8192), "bf16", backward=True)  # weight gradient: m
-    assert misaligned((1, 8192, 768, 50257), "bf16", backward=True)  # input gradient: k
-    assert not misaligned((1, 8192, 50304, 768), "bf16", backward=False)  # nanoGPT's padded vocabulary
-    assert not misaligned((1, 8191, 4096, 4096), "bf16", backward=False)  # m is never a row length forward
-    assert misaligned((1, 8191, 4096, 4096), "bf16", backward=True)
-    assert misaligned((1, 64, 4100, 64), "fp8", backward=False)  # 16 one-byte elements per vector
-    assert not misaligned((1, 64, 4100, 64), "tf32", backward=False)  # 4 four-byte elements
-    assert not misaligned((1, 64, 50257, 64), "fp32", backward=False)  # CUDA-core SGEMM: no tensor tiles
+    assert unaligned_dims((1, 8192, 50257, 768), "bf16", backward=False)
+    assert unaligned_dims((1, 50257, 768, 8192), "bf16", backward=True)  # weight gradient: m
+    assert unaligned_dims((1, 8192, 768, 50257), "bf16", backward=True)  # input gradient: k
+    assert not unaligned_dims((1, 8192, 50304, 768), "bf16", backward=False)  # nanoGPT's padded vocabulary
+    assert not unaligned_dims((1, 8191, 4096, 4096), "bf16", backward=False)  # m is never a row length forward
+    assert unaligned_dims((1, 8191, 4096, 4096), "bf16", backward=True)
+    assert unaligned_dims((1, 64, 4100, 64), "fp8", backward=False)  # 16 one-byte elements per vector
+    assert not unaligned_dims((1, 64, 4100, 64), "tf32", backward=False)  # 4 four-byte elements
+    assert not unaligned_dims((1, 64, 50257, 64), "fp32", backward=False)  # CUDA-core SGEMM: no tensor tiles
 
 
 def test_an_unaligned_vocabulary_costs_the_lm_head_several_fold_on_h100_not_on_a_geforce() -> None:

@@ -402,7 +402,7 @@ VOCAB_MULTIPLE = 128  # Megatron-LM's --make-vocab-size-divisible-by default
 
 def rank_vocab(vocab: int, tp: int) -> int:
     """The LM head's vocabulary rows on one tensor-parallel rank: Megatron pads the vocabulary to a
-    multiple of 128 x TP (so that every rank's GEMMs stay aligned, `perf.kernels.misaligned`)."""
+    multiple of 128 x TP (so that every rank's GEMMs stay aligned, `perf.kernels.unaligned_dims`)."""
     step = VOCAB_MULTIPLE * tp
     return -(-vocab // step) * step // tp
 

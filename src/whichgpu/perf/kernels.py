@@ -65,12 +65,6 @@ def unaligned_dims(mm: tuple[int, int, int, int], dtype: str, backward: bool) ->
     return tuple(sorted({d for d in dims if d % per_vector}))
 
 
-def misaligned(mm: tuple[int, int, int, int], dtype: str, backward: bool) -> bool:
-    """Whether a tensor-core GEMM has an operand whose rows are not whole 16-byte vectors
-    (`unaligned_dims`)."""
-    return bool(unaligned_dims(mm, dtype, backward))
-
-
 def k_efficiency(k: int, k_half: float) -> float:
     return k / (k + k_half)
 
@@ -79,7 +73,7 @@ def matmul_time(flops: float, mm: tuple[int, int, int, int] | None, dtype: str, 
                 factor: float = 1.0, sparse: bool = False, sequential: bool = False,
                 narrow: bool = False) -> tuple[float, float, str]:
     """(seconds, efficiency vs the path's peak, path dtype) of tensor-core/GEMM math; `narrow`:
-    the GEMM is `misaligned`, its rate capped per SM and clock."""
+    the GEMM has `unaligned_dims`, its rate capped per SM and clock."""
     rate = dev.rate(dtype)
     if mm is None:
         eff = rate.ceiling * factor
