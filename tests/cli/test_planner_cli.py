@@ -136,6 +136,20 @@ def test_validate_plan_scores_every_corpus() -> None:
     assert doc["corpora"]["zero_bubble"]["max_abs_diff"] < 1e-3
 
 
+def test_a_gpu_without_bf16_trains_in_fp16_unless_told_and_then_says_why_it_is_slow() -> None:
+    """V100 has FP16 tensor cores and no BF16: with no --precision the planner takes fp16 (bf16
+    elsewhere); --precision bf16 there runs its matmuls at the FP32 rate, and a note says so."""
+    args = ("llama-3-8b", "--gpu", "v100-sxm2-32gb", "--gpus", "8", "--global-batch", "32", "--seq-len", "2048",
+            "--tp", "8", "--top", "1")
+    auto = invoke_json("plan", "whichgpu.plan/1", *args)
+    bf16 = invoke_json("plan", "whichgpu.plan/1", *args, "--precision", "bf16")
+    assert auto["precision"] == "fp16" and not auto["notes"]
+    assert bf16["precision"] == "bf16" and any("has no BF16" in n and "--precision fp16" in n for n in bf16["notes"])
+    # FP16 tensor cores (125 TFLOP/s) against the FP32 rate (15.7): several times faster
+    assert auto["plans"][0]["step_s"] * 3 < bf16["plans"][0]["step_s"]
+    assert invoke_json("plan", "whichgpu.plan/1", *ARGS, "--top", "1")["precision"] == "bf16"
+
+
 def test_plan_of_an_moe_model_prints_the_measured_caveat() -> None:
     res = invoke("plan", "qwen3-30b-a3b", "--gpu", "b200", "--gpus", "8", "--global-batch", "64", "--seq-len",
                  "4096", "--precision", "fp8", "--ep", "8", "--top", "1")

@@ -34,7 +34,8 @@ def test_closed_loop_json() -> None:
     assert isinstance(doc["kv_cache_tokens"], int) and doc["kv_cache_tokens"] == doc["memory"]["kv_cache_tokens"]
     assert doc["total_tokens_per_s"] == pytest.approx(doc["output_tokens_per_s"] * 250 / 50)
     assert doc["workload"] == {"mode": "closed-loop", "concurrency": 8, "rate_per_s": None, "concurrency_per_replica": 8,
-                               "rate_per_s_per_replica": None, "concurrency_per_scheduler": 8, "requests_per_replica": 100, "lengths_file": None,
+                               "rate_per_s_per_replica": None, "concurrency_per_scheduler": 8, "overloaded": None,
+                               "requests_per_replica": 100, "lengths_file": None,
                                "mean_input_len": 200.0, "mean_output_len": 50.0, "output_len_stddev": 0.0,
                                "seed": 0}
     setup = doc["setup"]
@@ -147,6 +148,38 @@ def test_slo_no_rate_meets_exit_1() -> None:
     assert res.exit_code == 1
     assert res.stderr.startswith("no: no request rate meets TTFT P90 <= 1 ms") and res.stderr.count("\n") == 1
     assert '"max_rate_per_s": null' in res.stdout
+
+
+def test_a_rate_beyond_what_the_engine_serves_is_called_overloaded() -> None:
+    """Poisson arrivals faster than the replica serves: the queue grows through the run, so its
+    latencies depend on the run's length; the report says so (JSON workload.overloaded and a
+    note), and a rate it keeps up with is not flagged."""
+    args = ("llama-3.1-8b", "--gpu", "l4", "--input-len", "1000", "--output-len", "200", "--requests", "400")
+    calm = serve(*args, "--rate", "0.5")
+    assert calm["workload"]["overloaded"] is False and not any(n.startswith("overloaded") for n in calm["notes"])
+    over = serve(*args, "--rate", "20")
+    assert over["workload"]["overloaded"] is True
+    note = next(n for n in over["notes"] if n.startswith("overloaded"))
+    # the figures in the note: about 20/s arrive, and the run serves what its throughput says
+    arrive = float(note.split("arrive at ")[1].split("/s")[0])
+    served = float(note.split("token at about ")[1].split("/s")[0])
+    assert 17 < arrive < 23 and served < 0.2 * arrive
+    assert served == pytest.approx(over["requests_per_s"], rel=0.3)
+    # the longer the run, the longer the wait: no steady state
+    longer = serve(*args[:-1], "800", "--rate", "20")
+    assert longer["ttft_ms"]["p50"] > 1.5 * over["ttft_ms"]["p50"]
+
+
+def test_a_bf16_checkpoint_serves_in_fp16_on_a_gpu_without_bf16() -> None:
+    """T4 has no BF16: the engines' --dtype auto serves a BF16 checkpoint in FP16 on its tensor
+    cores (not at a CUDA-core rate), as fast as asking for fp16, and the assumptions say so."""
+    args = ("llama-3.1-8b", "--gpu", "t4", "--tp", "2", "--concurrency", "4", "--input-len", "500", "--output-len",
+            "100", "--requests", "40")
+    auto = serve(*args)
+    fp16 = serve(*args, "--precision", "fp16")
+    assert auto["setup"]["precision"] == "fp16" and "has no BF16" in auto["assumptions"]["weights"]
+    assert auto["ttft_ms"] == fp16["ttft_ms"] and auto["tpot_ms"] == fp16["tpot_ms"]
+    assert "has no BF16" not in serve(*BASE, "--concurrency", "4")["assumptions"]["weights"]
 
 
 def test_html_report(tmp_path: Path) -> None:
@@ -318,11 +351,17 @@ def test_answer_spread_with_a_lengths_file_exit_2(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--output-len-stddev" in res.stderr and "\n" not in res.stderr.strip()
 
 
-def test_does_not_fit_exit_1() -> None:
+def test_does_not_fit_exit_1(tmp_path: Path) -> None:
+    page = tmp_path / "no.html"
     res = invoke("serve", "llama-3.1-405b", "--gpu", "rtx-4090", "--rate", "1", "--input-len", "100",
-                 "--output-len", "10")
+                 "--output-len", "10", "--html", str(page))
     assert res.exit_code == 1
     assert res.stderr.startswith("no: the weights") and "do not fit" in res.stderr
+    assert "over the 8 GPUs of one node" in res.stderr  # what was tried, then what would do
+    # the HTML report asked for says "no" with the same reason (not a missing file)
+    text = page.read_text()
+    assert "<h2>No</h2>" in text and "llama-3.1-405b on rtx-4090: vllm, bf16 weights, TP1" in text
+    assert "do not fit" in text and "<svg" not in text
     # one request longer than the KV cache holds
     res = invoke("serve", "llama-3.1-8b", "--gpu", "rtx-4090", "--rate", "1", "--input-len", "100000",
                  "--output-len", "10")
@@ -400,3 +439,11 @@ def test_weights_that_do_not_fit_say_what_would_hold_them() -> None:
                  "--output-len", "100", "--requests", "40")
     assert res.exit_code == 1 and "--precision int4" in res.stderr
     assert gib(res.stderr, "--tp 2: ") == pytest.approx(gib(res.stderr, "the weights ") / 2, abs=0.6)
+    # Llama-3.1-70B on T4s: neither a smaller precision on one GPU nor 16 bits over the node's eight
+    # holds it; together they do, the fewest GPUs first
+    res = invoke("serve", "llama-3.1-70b", "--gpu", "t4", "--concurrency", "8", "--input-len", "1000",
+                 "--output-len", "100", "--requests", "40")
+    assert res.exit_code == 1
+    hint = res.stderr.split("would fit with ")[1]
+    assert hint.startswith("--precision int4 --tp 4: ") and "--precision int8 --tp 8: " in hint
+    assert gib(res.stderr, "--precision int4 --tp 4: ") < 0.9 * 14.77

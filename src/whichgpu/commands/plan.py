@@ -34,9 +34,10 @@ def plan_cmd(
     global_batch: int = int_option(None, "--global-batch", bound=limits.BATCH,
                                    help="Sequences per optimizer step (default: 4 per GPU)."),
     seq_len: int = int_option(None, "--seq-len", bound=limits.SEQ_LEN, help="Tokens per sequence (default: the model's)."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 (Megatron --bf16: 16-bit weights, FP32 main "
+    precision: str = typer.Option(None, "--precision", help="bf16 (Megatron --bf16: 16-bit weights, FP32 main "
                                   "gradients and optimizer), fp16, fp8 (Transformer Engine FP8 GEMMs), amp-bf16 "
-                                  "(torch autocast, FP32 weights), fp32 or tf32."),
+                                  "(torch autocast, FP32 weights), fp32 or tf32. Default: bf16, or fp16 on a GPU "
+                                  "without BF16 (V100, T4)."),
     tp: int = int_option(None, "--tp", bound=limits.GPUS, help="Tensor-parallel degree (searched if not given)."),
     pp: int = int_option(None, "--pp", bound=limits.GPUS, help="Pipeline-parallel degree (searched if not given)."),
     vp: int = int_option(None, "--vp", bound=limits.GPUS, help="Virtual pipeline stages per rank (interleaved)."),
@@ -149,7 +150,7 @@ class PlanRun:
 
 def plan_run(
     model: str, *, gpu: str | None = None, gpus: int = 8, system: str | None = None, global_batch: int | None = None,
-    seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
+    seq_len: int | None = None, precision: str | None = None, tp: int | None = None, pp: int | None = None,
     vp: int | None = None, cp: int | None = None, ep: int | None = None, etp: int | None = None,
     micro_batch: int | None = None,
     sharding: str | None = None, recompute: str | None = None, schedule: str | None = None,
@@ -159,7 +160,8 @@ def plan_run(
     step_host_ms: float | None = None,
 ) -> PlanRun:
     """The layout search `whichgpu plan` shows (and the web app serves); flags as the command's, by
-    their parameter names (`export` and `out` are only checked here)."""
+    their parameter names (`export` and `out` are only checked here); `precision` None: bf16, or
+    fp16 on a GPU without BF16 (`default_train_precision`)."""
     from whichgpu.parallel.models import planner_model, refuse_serving_only
     from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
     from whichgpu.parallel.planner import ATTENTIONS, GRAD_DTYPES, Context, Job
@@ -169,6 +171,9 @@ def plan_run(
         raise InputError(f"objective must be 'time' or 'cost', got {objective!r}", field="objective")
     if grad_dtype not in GRAD_DTYPES:
         raise InputError(f"grad-dtype must be one of {', '.join(GRAD_DTYPES)}, got {grad_dtype!r}", field="grad_dtype")
+    named = get_system(catalog, system)
+    g = get_catalog(catalog).get(gpu_names(gpu, named))
+    precision = precision or default_train_precision(g)
     if grad_dtype == "fp16" and precision != "fp16":
         raise InputError(f"--grad-dtype fp16 keeps FP16 gradients: it needs --precision fp16, not {precision}",
                          field="grad_dtype")
@@ -194,8 +199,6 @@ def plan_run(
             raise UnknownNameError("export format", export, FORMATS, field="export")
     model_id, args, default_seq = planner_model(model)
     refuse_serving_only(model_id, args, "the parallel planner")
-    named = get_system(catalog, system)
-    g = get_catalog(catalog).get(gpu_names(gpu, named))
     sys_ = system_for(g, named, catalog)
     seq = seq_len or default_seq or 4096
     gb = global_batch or 4 * gpus
@@ -215,6 +218,12 @@ def plan_run(
     ctx = Context.make(job)
     res = search(job, fixed, base, top=top, objective=objective, ctx=ctx)
     return PlanRun(job, res, ctx, objective, _rent(g), g, sys_)
+
+
+def default_train_precision(g: Any) -> str:
+    """The planner's precision when none is given: bf16 (Megatron --bf16, the recipes' choice), or
+    fp16 on a GPU without BF16 (before compute capability 8.0), whose tensor cores take FP16 only."""
+    return "fp16" if g.supports("bf16") is False else "bf16"
 
 
 def plan_body(run: PlanRun) -> dict[str, Any]:

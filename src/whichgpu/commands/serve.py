@@ -126,17 +126,26 @@ def serve_cmd(
     """Throughput (requests/s, tokens/s), TTFT, TPOT and end-to-end latency (mean, P50, P90, P99),
     KV-cache capacity and GPU memory, cost per million output tokens at the catalog's rental price,
     and with --slo-ttft-ms / --slo-tpot-ms the highest Poisson rate that meets them."""
-    from whichgpu.report.serve import serve_document
+    from whichgpu.report.serve import render_html, render_no_html, serve_document
+    from whichgpu.serving.model import layout_text
 
-    rep = serve_run(
-        model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, spec_draft_len=spec_draft_len,
-        spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model, replicas=replicas, engine=engine,
-        mixed_chunk=mixed_chunk, recv_interval=recv_interval, adp_balance=adp_balance, concurrency=concurrency,
-        rate=rate, input_len=input_len, output_len=output_len, lengths=lengths, requests=requests,
-        output_len_stddev=output_len_stddev, precision=precision, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        prefix_cache_hit_rate=prefix_cache_hit_rate, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-        slo_percentile=slo_percentile, seed=seed, sweep=html is not None, catalog=catalog)
+    try:
+        rep = serve_run(
+            model, gpu=gpu, system=system, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp,
+            spec_draft_len=spec_draft_len, spec_acceptance=spec_acceptance, spec_draft_model=spec_draft_model,
+            replicas=replicas, engine=engine, mixed_chunk=mixed_chunk, recv_interval=recv_interval,
+            adp_balance=adp_balance, concurrency=concurrency, rate=rate, input_len=input_len, output_len=output_len,
+            lengths=lengths, requests=requests, output_len_stddev=output_len_stddev, precision=precision,
+            kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+            max_batched_tokens=max_batched_tokens, prefix_cache_hit_rate=prefix_cache_hit_rate,
+            slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, slo_percentile=slo_percentile, seed=seed,
+            sweep=html is not None, catalog=catalog)
+    except NoAnswerError as e:  # the report says "no" too, with the reason
+        if html is not None:
+            on = gpu or system or "the default GPU"
+            _write_html(html, render_no_html(f"{model} on {on}: {engine}, {precision} weights, "
+                                             f"{layout_text(tp, ep, pp, attention_dp)}", str(e)))
+        raise
     if json_out:
         emit_json("whichgpu.serve/1", serve_document(rep))
     else:
@@ -144,15 +153,17 @@ def serve_cmd(
 
         print_serve(rep)
     if html is not None:
-        from whichgpu.report.serve import render_html
-
-        try:
-            html.write_text(render_html(rep), encoding="utf-8")
-        except OSError as e:
-            raise InputError(f"cannot write {html}: {e.strerror}", field="html") from e
+        _write_html(html, render_html(rep))
     no = serve_no_answer(rep)
     if no is not None:
         raise NoAnswerError(no)
+
+
+def _write_html(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}", field="html") from e
 
 
 ADP_BALANCE_DEFAULTS = (50, 10)

@@ -267,7 +267,7 @@ def synthesised_system(gpu: GpuSpec) -> System:
             "scaleup.latency_us": f"assumed: {ASSUMED_INTRA_LATENCY_US:g} us per ring step inside a node, {before}",
         }
     return System(
-        id=f"{gpu.id}-default", name=f"{gpu.name} default system (synthesised)", kind="server", gpu=gpu.id,
+        id=f"{gpu.id}-default", name=f"assumed {ASSUMED_GPUS_PER_NODE} x {gpu.name} server", kind="server", gpu=gpu.id,
         gpus_per_node=ASSUMED_GPUS_PER_NODE, scaleup=scaleup,
         pcie=Pcie(gen=gpu.pcie_gen or 4, lanes=gpu.pcie_lanes or 16, p2p=True, latency_us=ASSUMED_INTRA_LATENCY_US),
         scaleout=ScaleOut(kind="infiniband-hdr", gbps_per_gpu=ASSUMED_NETWORK_GBPS_PER_GPU,

@@ -55,10 +55,15 @@ def plan_document(job: Job, res: SearchResult, objective: str) -> dict[str, Any]
 
 def plan_notes(job: Job) -> list[str]:
     """What the figures carry beyond the assumptions: for an MoE model, that the planner is not
-    calibrated for it, with the measured range (parallel/moe_accuracy.toml)."""
+    calibrated for it, with the measured range (parallel/moe_accuracy.toml); BF16 asked of a GPU
+    without it."""
     from whichgpu.parallel.planner import moe_caveat
 
-    return [moe_caveat()] if job.args.experts else []
+    out = [moe_caveat()] if job.args.experts else []
+    if job.precision.endswith("bf16") and job.gpu.supports("bf16") is False:
+        out.append(f"{job.gpu.name} has no BF16: its matmuls run at the FP32 rate, on no tensor cores; --precision "
+                   "fp16 trains on its FP16 tensor cores (the default on this GPU)")
+    return out
 
 
 def print_plan(job: Job, res: SearchResult) -> None:

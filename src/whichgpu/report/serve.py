@@ -177,6 +177,7 @@ def _workload_doc(rep: ServeReport) -> dict[str, Any]:
             "concurrency_per_replica": None if rep.concurrency is None else rep.concurrency // rep.replicas,
             "rate_per_s_per_replica": None if rep.rate_per_s is None else rep.rate_per_s / rep.replicas,
             "concurrency_per_scheduler": None if rep.concurrency is None else rep.concurrency // rep.units,
+            "overloaded": None if rep.rate_per_s is None else overload(rep) is not None,
             "requests_per_replica": rep.num_requests, "lengths_file": rep.lengths_file,
             "mean_input_len": rep.mean_input_len, "mean_output_len": rep.mean_output_len,
             "output_len_stddev": rep.output_len_stddev, "seed": rep.seed}
@@ -218,8 +219,34 @@ def _evictions(rep: ServeReport) -> str:
     return "retractions" if rep.serving.setup.engine in RETRACTING_ENGINES else "preemptions"
 
 
+OVERLOAD_SHARE = 0.97
+OVERLOAD_MIN_REQUESTS = 10
+"""A Poisson run is overloaded where, over the middle half of its arrivals, first tokens come at
+less than `OVERLOAD_SHARE` of the arrival rate and the queue grows by at least
+`OVERLOAD_MIN_REQUESTS`: a queue that keeps up ends the window about where it began."""
+
+
+def overload(rep: ServeReport) -> tuple[float, float] | None:
+    """(requests/s offered, requests/s the run served: first tokens), all replicas, over the middle
+    half of the arrivals, where a Poisson run's queue grows (`OVERLOAD_SHARE`); None otherwise."""
+    if rep.rate_per_s is None:
+        return None
+    req = rep.result.requests
+    offered, served = req.middle_rates()
+    window = req.arrival_s.size / 2 / offered if offered > 0 else 0.0
+    if offered <= 0 or served >= OVERLOAD_SHARE * offered or (offered - served) * window < OVERLOAD_MIN_REQUESTS:
+        return None
+    return offered * rep.units, served * rep.units
+
+
 def notes(rep: ServeReport) -> list[str]:
     out = []
+    if (over := overload(rep)) is not None:
+        offered, served = over
+        out.append(f"overloaded: requests arrive at {offered:.3g}/s and get their first token at about {served:.3g}/s "
+                   "(the middle half of the run): the queue grows through the run, so TTFT and end-to-end latency "
+                   "grow with its length (--requests) and describe no steady state; a lower --rate, more "
+                   "--replicas or GPUs, or --slo-ttft-ms for the highest rate that meets a target")
     if rep.replicas > 1:
         out.append(f"{rep.replicas} identical replicas: one is simulated with its share of the load "
                    "(concurrency or rate / replicas); throughput is its figure x replicas, latency its own")
@@ -451,6 +478,19 @@ def latency_chart(rep: ServeReport, which: str, width: int = 440, height: int = 
     return "".join(out)
 
 
+CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
+       "margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}"
+       ".charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555}")
+
+
+def render_no_html(question: str, reason: str) -> str:
+    """The HTML report of a question answered "no" before anything ran (the weights do not fit, a
+    prompt the engine refuses): the question and why."""
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>whichgpu serve: "
+            f"{_e(question)}</title><style>{CSS}</style></head><body><h1>whichgpu serve</h1><p>{_e(question)}</p>"
+            f"<h2>No</h2><p>{_e(reason)}</p></body></html>\n")
+
+
 def render_html(rep: ServeReport) -> str:
     r = rep.result
     rows = "".join(f"<tr><th>{n}</th>" + "".join(f"<td>{_num(v * 1e3)}</td>" for v in (s.mean, s.p50, s.p90, s.p99))
@@ -470,9 +510,7 @@ def render_html(rep: ServeReport) -> str:
     note_items = "".join(f"<li>{_e(n)}</li>" for n in notes(rep))
     if (acc := accuracy_text(rep)) is not None:
         note_items = f"<li><b>accuracy</b>: {_e(acc)}</li>" + note_items
-    css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
-           "margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}"
-           ".charts{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555}")
+    css = CSS
     ceiling = "" if rep.ceiling_per_s is None else (
         f"<p class=note>Poisson arrivals at 1/{len(rep.sweep or [])} to {len(rep.sweep or [])}/{len(rep.sweep or [])}"
         f" of the saturation rate ({rep.ceiling_per_s * rep.units:.3g} requests/s: a closed loop at the largest "

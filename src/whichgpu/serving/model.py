@@ -283,22 +283,26 @@ class ServingModel:
         if self.weight_bytes <= budget or s.pp > 1:
             return ""
         gib = 2**30
-        options = []
-        for p in PRECISIONS:
-            if WEIGHT_BYTES[p] < WEIGHT_BYTES[s.precision] and (p in ("int4", "bf16", "fp16") or s.gpu.peak(p)):
-                w = weight_bytes(a, p, s.tp, s.ep, s.attn_tp)
-                if w <= budget:
-                    options.append(f"--precision {p}: {w / gib:.0f} GiB per GPU")
-        for tp in range(s.tp + 1, s.system.gpus_per_node + 1):
-            if a.heads % tp == 0 and tp % s.attention_dp == 0:
+        precisions = [s.precision] + [p for p in PRECISIONS if WEIGHT_BYTES[p] < WEIGHT_BYTES[s.precision]
+                                      and (p in ("int4", "bf16", "fp16") or s.gpu.peak(p))]
+        degrees = [s.tp] + [t for t in range(s.tp + 1, s.system.gpus_per_node + 1)
+                            if a.heads % t == 0 and t % s.attention_dp == 0]
+        found = []  # per precision, the fewest GPUs whose weights fit: (tp, larger weights first, text)
+        for p in precisions:
+            for tp in degrees:
+                if (p, tp) == (s.precision, s.tp):
+                    continue
                 ep = tp if s.ep > 1 else 1
-                w = weight_bytes(a, s.precision, tp, ep, tp // s.attention_dp)
+                w = weight_bytes(a, p, tp, ep, tp // s.attention_dp)
                 if w <= budget:
-                    options.append(f"--tp {tp}{f' --ep {tp}' if ep > 1 else ''}: {w / gib:.0f} GiB per GPU")
+                    flags = ([f"--precision {p}"] if p != s.precision else []) + (
+                        [f"--tp {tp}" + (f" --ep {tp}" if ep > 1 else "")] if tp != s.tp else [])
+                    found.append((tp, -WEIGHT_BYTES[p], f"{' '.join(flags)}: {w / gib:.0f} GiB per GPU"))
                     break
+        options = [text for *_, text in sorted(found)]
         if not options:
-            return (f"; no serving precision or tensor parallelism within one {s.system.name} fits them: more GPUs "
-                    "(--pp over nodes) or a larger GPU")
+            return (f"; no serving precision, nor tensor parallelism over the {s.system.gpus_per_node} GPUs of one node "
+                    f"({s.system.name}), fits them: pipeline stages over nodes (--pp) or a larger GPU")
         return "; the weights would fit with " + ", or ".join(options) + " (the KV cache needs room beside them)"
 
     @property
@@ -474,6 +478,9 @@ def build(setup: Setup) -> ServingModel:
                          "--attention-dp 1", field="attention_dp")
     if setup.precision == "fp4" and not setup.gpu.peak("fp4"):
         raise InputError(f"{setup.gpu.name} has no FP4 tensor cores (Blackwell and later)", field="precision")
+    bf16_as_fp16 = setup.precision == "bf16" and setup.gpu.supports("bf16") is False
+    if bf16_as_fp16:  # the engines' --dtype auto serves a BF16 checkpoint in FP16 where the GPU has no BF16
+        setup = replace(setup, precision="fp16")
     kv_bytes = 1.0 if setup.kv_dtype == "fp8" or _sglang_fp8_dsa(setup, a) else 2.0
     if a.hybrid and (a.lin_k_heads % setup.attn_tp or a.lin_v_heads % setup.attn_tp):
         raise InputError(f"tensor parallelism {setup.attn_tp} does not divide the {a.lin_k_heads} key and "
@@ -569,6 +576,9 @@ def build(setup: Setup) -> ServingModel:
     return ServingModel(setup, model_id, a, step, wb, kv, cpu, {
         "weights": f"{setup.precision} matmul weights ({WEIGHT_BYTES[setup.precision]:g} bytes each), 16-bit "
                    f"embedding and LM head, {wb / 1e9:.1f} GB per GPU"
+                   + (f"; {setup.gpu.name} has no BF16 (before compute capability 8.0): the engines serve a BF16 "
+                      "checkpoint in FP16 (vLLM's --dtype auto falls back to float16), at the same 2 bytes a weight"
+                      if bf16_as_fp16 else "")
                    + (f"; {setup.gpu.name} has no {setup.precision.upper()} tensor cores: weight-only, dequantised "
                       "to 16-bit math (as vLLM's Marlin kernels run FP8 on Ampere)"
                       if setup.precision in ("fp8", "int8") and not setup.gpu.peak(setup.precision) else "")

@@ -68,6 +68,23 @@ class RequestTimes:
         e2e: np.ndarray = self.finish_s - self.arrival_s
         return e2e
 
+    def middle_rates(self) -> tuple[float, float]:
+        """(arrivals, first tokens) per second over the middle half of the arrivals (from the
+        first quarter's last arrival to the third quarter's): where first tokens come slower than
+        requests arrive, the queue grows through the run, and its latencies grow with its length
+        (no steady state). (0, 0) with fewer than 8 requests or a window of no length."""
+        n = self.arrival_s.size
+        if n < 8:
+            return 0.0, 0.0
+        arrivals = np.sort(self.arrival_s)
+        lo, hi = float(arrivals[n // 4]), float(arrivals[(3 * n) // 4])
+        span = hi - lo
+        if span <= 0:
+            return 0.0, 0.0
+        arrived = int(np.count_nonzero((arrivals >= lo) & (arrivals < hi)))
+        first = int(np.count_nonzero((self.first_token_s >= lo) & (self.first_token_s < hi)))
+        return arrived / span, first / span
+
 
 @dataclass(frozen=True)
 class ServingResult:
