@@ -35,6 +35,10 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     # id: (published total, relative tolerance, where)
     "llama-3.1-8b": (8.03e9, 0.005, "HF hub safetensors total of meta-llama/Llama-3.1-8B: 8.03B"),
     "llama-3.1-70b": (70.6e9, 0.005, "HF hub safetensors total of meta-llama/Llama-3.1-70B: 70.6B"),
+    "llama-3.2-1b": (1.23e9, 0.005, "Llama 3.2 model card: 1.23B parameters (1B)"),
+    "llama-3.2-3b": (3.21e9, 0.005, "Llama 3.2 model card: 3.21B parameters (3B)"),
+    "qwen2.5-7b": (7.61e9, 0.005, "Qwen2.5-7B model card: Number of Parameters 7.61B"),
+    "qwen2.5-72b": (72.7e9, 0.005, "Qwen2.5-72B model card: Number of Parameters 72.7B"),
     "qwen3-8b": (8.2e9, 0.005, "Qwen3-8B model card: Number of Parameters 8.2B"),
     "qwen3-32b": (32.8e9, 0.005, "Qwen3-32B model card: 32.8B"),
     "qwen3-30b-a3b": (30.5e9, 0.005, "Qwen3-30B-A3B model card: 30.5B in total, 3.3B activated"),
