@@ -282,7 +282,8 @@ def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
     a decode-only step of D requests, so the rate is at most 1 / max(input_len x p, output_len x d),
     with p the least prefill time per token (a full token budget) and d the least decode time per
     request: a decode step of C requests at the prompt's context over C, C the most requests the
-    replica holds and, with a TPOT target, the most whose decode step alone stays within it."""
+    replica holds and, with a TPOT target, the most whose decode step alone stays within it; 0 where
+    even one request's decode step exceeds the target (no rate meets it)."""
     import numpy as np
 
     from whichgpu.serving.batch import StepBatch
@@ -290,9 +291,11 @@ def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
     sm, cap, cfg, seqs = ctx
 
     def dec(c: int) -> float:
-        return float(sm.step_time(StepBatch.decode_only(np.full(c, ask.input_len, np.int64))) + sm.cpu_overhead_s)
+        return decode_step_s(ask, ctx, c)
 
     conc = held_concurrency(cap, seqs)
+    if ask.slo_tpot_ms is not None and dec(1) > ask.slo_tpot_ms / 1e3:
+        return 0.0  # one request alone decodes slower than the target: no rate meets it
     if ask.slo_tpot_ms is not None and dec(conc) > ask.slo_tpot_ms / 1e3:
         lo, hi = 1, conc  # largest c with dec(c) within the target (dec grows with c)
         while lo < hi:
@@ -303,6 +306,17 @@ def rate_upper_bound(ask: ServingAsk, ctx: Any) -> float:
     prefill = float(sm.step_time(StepBatch(np.array([budget]), np.array([0]), np.zeros(0, np.int64))))
     per_request = max(ask.input_len * prefill / budget, ask.output_len * dec(conc) / conc)
     return float(1.0 / per_request)
+
+
+def decode_step_s(ask: ServingAsk, ctx: Any, requests: int) -> float:
+    """One decode step of `requests` requests at the prompt's context, with the engine's host time:
+    the least time per output token each of them sees."""
+    import numpy as np
+
+    from whichgpu.serving.batch import StepBatch
+
+    sm = ctx[0]
+    return float(sm.step_time(StepBatch.decode_only(np.full(requests, ask.input_len, np.int64))) + sm.cpu_overhead_s)
 
 
 def _lower_bound(ask: ServingAsk, opt: ServingOption, rate_ub: float) -> float:
@@ -346,6 +360,12 @@ def recommend_serving(ask: ServingAsk, gpus: Iterable[GpuSpec], systems: Any = N
                     heavy.add(tp)
                 continue
             ub = rate_upper_bound(ask, ctx) * adp
+            if ub <= 0:  # the TPOT target is below one request's own decode step
+                opt.reason = (f"even one request alone decodes at {decode_step_s(ask, ctx, 1) * 1e3:.1f} ms a token, "
+                              f"over the TPOT target of {ask.slo_tpot_ms:g} ms, at any rate")
+                opt.kind = "slo"
+                others.append(opt)
+                continue
             least = max(1, math.ceil(ask.rate_per_s / ub - 1e-9)) * tp
             if least > ask.max_gpus:  # no search can bring it under the cap
                 opt.reason = (f"needs at least {least} GPUs (at most {ub:.3g} requests/s per replica within the "
