@@ -309,3 +309,18 @@ def test_columns_is_read_at_each_print_not_frozen_when_the_console_is_made(monke
     assert c.width == PIPED_WIDTH
     monkeypatch.setenv("COLUMNS", "100")
     assert c.width == 100
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--tp", "8", "--top", "1"),
+    ("serve", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "2", "--input-len", "50", "--output-len", "5",
+     "--requests", "10"),
+    ("recommend", "gpt2", "--seq-len", "256", "-b", "4", "--gpu", "h100-sxm5-80gb"),
+])
+def test_a_report_path_that_cannot_be_written_is_one_line_exit_2(args: tuple[str, ...], tmp_path: Path) -> None:
+    page = tmp_path / "no-such-dir" / "r.html"
+    res = runner.invoke(app, [*args, "--html", str(page)])
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip()
+    assert err.startswith("error: --html: cannot write ") and str(page) in err and "\n" not in err
+    assert "Traceback" not in res.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -73,6 +74,16 @@ def system_for(gpu: GpuSpec, system: System | None, catalog_dir: str | None) -> 
     from whichgpu.hardware.system import load_systems, resolve_system
 
     return resolve_system(gpu, system, load_systems(catalog_dir))
+
+
+def write_report(path: Path, text: str, field: str = "html") -> None:
+    """Write a report file (UTF-8); a path that cannot be written is a one-line InputError naming it."""
+    from whichgpu.errors import InputError
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}", field=field) from e
 
 
 def emit_json(schema: str, body: dict[str, object]) -> None:

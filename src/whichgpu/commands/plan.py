@@ -22,6 +22,7 @@ from whichgpu.commands.common import (
     gpu_names,
     int_option,
     system_for,
+    write_report,
 )
 from whichgpu.errors import InputError, NoAnswerError
 
@@ -348,11 +349,7 @@ def plan_gantt(res: Any, ctx: Any) -> str:
 def _write_html(job: Any, res: Any, ctx: Any, path: Path) -> None:
     from whichgpu.report.plan import render_html
 
-    gantt = plan_gantt(res, ctx)
-    try:
-        path.write_text(render_html(job, res, gantt))
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror}", field="html") from e
+    write_report(path, render_html(job, res, plan_gantt(res, ctx)))
 
 
 def register(app: typer.Typer) -> None:

@@ -33,6 +33,7 @@ from whichgpu.commands.common import (
     moe_flags_note,
     resolve_engine,
     workload_spec,
+    write_report,
 )
 from whichgpu.errors import InputError, NoAnswerError
 from whichgpu.hardware.engine import get_engine
@@ -153,10 +154,7 @@ def recommend_cmd(
     if html:
         from whichgpu.report.html import render
 
-        try:
-            Path(html).write_text(render(rec), encoding="utf-8")
-        except OSError as e:
-            raise InputError(f"--html {html}: cannot write ({e.strerror})") from None
+        write_report(Path(html), render(rec))
     if json_out:
         from whichgpu.report.recommend import recommend_document
 

@@ -22,6 +22,7 @@ from whichgpu.commands.common import (
     gpu_names,
     int_option,
     system_for,
+    write_report,
 )
 from whichgpu.errors import InputError, NoAnswerError
 from whichgpu.limits import Bound
@@ -143,7 +144,7 @@ def serve_cmd(
     except NoAnswerError as e:  # the report says "no" too, with the reason
         if html is not None:
             on = gpu or system or "the default GPU"
-            _write_html(html, render_no_html(f"{model} on {on}: {engine}, {precision} weights, "
+            write_report(html, render_no_html(f"{model} on {on}: {engine}, {precision} weights, "
                                              f"{layout_text(tp, ep, pp, attention_dp)}", str(e)))
         raise
     if json_out:
@@ -153,17 +154,10 @@ def serve_cmd(
 
         print_serve(rep)
     if html is not None:
-        _write_html(html, render_html(rep))
+        write_report(html, render_html(rep))
     no = serve_no_answer(rep)
     if no is not None:
         raise NoAnswerError(no)
-
-
-def _write_html(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror}", field="html") from e
 
 
 ADP_BALANCE_DEFAULTS = (50, 10)

@@ -510,14 +510,13 @@ def render_html(rep: ServeReport) -> str:
     note_items = "".join(f"<li>{_e(n)}</li>" for n in notes(rep))
     if (acc := accuracy_text(rep)) is not None:
         note_items = f"<li><b>accuracy</b>: {_e(acc)}</li>" + note_items
-    css = CSS
     ceiling = "" if rep.ceiling_per_s is None else (
         f"<p class=note>Poisson arrivals at 1/{len(rep.sweep or [])} to {len(rep.sweep or [])}/{len(rep.sweep or [])}"
         f" of the saturation rate ({rep.ceiling_per_s * rep.units:.3g} requests/s: a closed loop at the largest "
         f"concurrency the KV cache holds); {rep.probe_requests} requests per point, seed {rep.seed}; latency over the "
         "middle half of the requests by arrival (steady state); throughput: rate x mean answer length.</p>")
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>whichgpu serve: "
-            f"{_e(rep.serving.model_id)} on {_e(rep.serving.setup.gpu.name)}</title><style>{css}</style></head><body>"
+            f"{_e(rep.serving.model_id)} on {_e(rep.serving.setup.gpu.name)}</title><style>{CSS}</style></head><body>"
             f"<h1>whichgpu serve</h1><p>{_e(headline(rep))}</p><p>Workload: {_e(workload_text(rep))}</p>"
             f"<h2>Latency against throughput as the rate grows</h2><div class=charts>{latency_chart(rep, 'ttft')}"
             f"{latency_chart(rep, 'tpot')}</div>{ceiling}"
