@@ -127,9 +127,14 @@ def test_every_page_loads_without_console_errors(page: tuple[Any, Recorder], ser
     assert p.input_value("#f-ep") == "2" and p.input_value("#f-attention_dp") == "2"
     assert p.inner_text("#result-title").endswith("TP2 EP2 DP-attention 2")
     p.click("#tabs button[data-page=plan]")  # a tab opens at its defaults, in the URL
-    answered(p, n)
-    assert p.url.endswith("#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&precision=bf16&objective=time")
+    n = answered(p, n)
+    # precision left to the planner's default for the GPU (bf16 here, fp16 on a GPU without BF16)
+    assert p.url.endswith("#plan?model=llama-3-8b&gpu=h100-sxm5-80gb&gpus=8&objective=time")
     assert p.inner_text("#result-title").startswith("llama-3-8b on 8 x NVIDIA H100")
+    assert p.inner_text("#result-title").endswith(", bf16")
+    p.goto(p.url.replace("h100-sxm5-80gb", "v100-sxm2-32gb"))
+    answered(p, n)
+    assert p.inner_text("#result-title").endswith(", fp16")
     assert rec.errors == [] and rec.expected == []  # (and no other host: checked as the page closes)
 
 

@@ -63,7 +63,7 @@ const PAGES = {
       ["gpus", "GPUs", "number", "8"],
       ["global_batch", "global batch", "number", ""],
       ["seq_len", "sequence", "number", ""],
-      ["precision", "precision", "select", "bf16", ["bf16", "fp16", "fp8", "amp-bf16", "fp32", "tf32"]],
+      ["precision", "precision", "select", "", ["", "bf16", "fp16", "fp8", "amp-bf16", "fp32", "tf32"]],
       ["tp", "TP", "number", ""],
       ["pp", "PP", "number", ""],
       ["schedule", "schedule", "select", "", ["", "1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"]],
