@@ -150,6 +150,38 @@ def test_a_gpu_without_bf16_trains_in_fp16_unless_told_and_then_says_why_it_is_s
     assert invoke_json("plan", "whichgpu.plan/1", *ARGS, "--top", "1")["precision"] == "bf16"
 
 
+@pytest.mark.parametrize("gpu", ["v100-sxm2-32gb", "t4"])
+def test_a_gpu_older_than_ampere_plans_unfused_attention_and_says_why_flash_was_refused(gpu: str) -> None:
+    """FlashAttention-2 and Transformer Engine's fused attention need Ampere: with no --attention the
+    planner takes Megatron's unfused attention there (flash on H100); asked for flash, it computes
+    what was asked and a note says those kernels do not run on the GPU."""
+    args = ("llama-3.2-1b", "--gpu", gpu, "--gpus", "8", "--global-batch", "32", "--seq-len", "2048",
+            "--tp", "1", "--pp", "1", "--top", "1")
+    auto = invoke_json("plan", "whichgpu.plan/1", *args)
+    asked = invoke_json("plan", "whichgpu.plan/1", *args, "--attention", "flash")
+    unfused = invoke_json("plan", "whichgpu.plan/1", *args, "--attention", "unfused")
+    assert not auto["notes"] and "no flash kernels on" in auto["plans"][0]["assumptions"]["attention"]
+    assert auto["plans"][0]["step_s"] == unfused["plans"][0]["step_s"]
+    assert any("cannot run --attention flash" in n and "Ampere" in n for n in asked["notes"])
+    # the score matrices: unfused attention is the slower of the two at the same layout
+    assert asked["plans"][0]["step_s"] < auto["plans"][0]["step_s"]
+    h100 = invoke_json("plan", "whichgpu.plan/1", "llama-3.2-1b", "--gpu", "h100-sxm5-80gb", *args[3:])
+    assert not h100["notes"] and h100["plans"][0]["assumptions"]["attention"].startswith("fused flash kernels")
+
+
+def test_fp8_asked_of_a_gpu_without_fp8_is_the_16_bit_path_with_casts_and_a_note_says_so() -> None:
+    """A100 has no FP8 tensor cores: --precision fp8 there is the BF16 path plus the casts (slower than
+    bf16), with a note naming the faster question; on H100 no note."""
+    args = ("llama-3.2-1b", "--gpus", "8", "--global-batch", "32", "--seq-len", "2048", "--tp", "1", "--pp", "1",
+            "--micro-batch", "4", "--top", "1")
+    fp8 = invoke_json("plan", "whichgpu.plan/1", *args, "--gpu", "a100-sxm4-80gb", "--precision", "fp8")
+    bf16 = invoke_json("plan", "whichgpu.plan/1", *args, "--gpu", "a100-sxm4-80gb")
+    assert any("no FP8 tensor cores" in n and "--precision bf16" in n for n in fp8["notes"])
+    assert fp8["plans"][0]["step_s"] > bf16["plans"][0]["step_s"] and not bf16["notes"]
+    h100 = invoke_json("plan", "whichgpu.plan/1", *args, "--gpu", "h100-sxm5-80gb", "--precision", "fp8")
+    assert not h100["notes"]
+
+
 def test_plan_of_an_moe_model_prints_the_measured_caveat() -> None:
     res = invoke("plan", "qwen3-30b-a3b", "--gpu", "b200", "--gpus", "8", "--global-batch", "64", "--seq-len",
                  "4096", "--precision", "fp8", "--ep", "8", "--top", "1")

@@ -61,10 +61,11 @@ def plan_cmd(
     tp_comm_overlap: bool = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                          help="Overlap tensor-parallel collectives with GEMMs (default: with sequence "
                                          "parallelism)."),
-    attention: str = typer.Option("flash", "--attention", help="flash (FlashAttention-2 or later, cuDNN/TE fused "
+    attention: str = typer.Option(None, "--attention", help="flash (FlashAttention-2 or later, cuDNN/TE fused "
                                   "attention), flash1 (FlashAttention-1 generation, 2022 Triton kernels: half the "
                                   "rate) or unfused (score GEMMs and a fused softmax, Megatron-LM before "
-                                  "FlashAttention)."),
+                                  "FlashAttention). Default: flash, or unfused on a GPU older than Ampere "
+                                  "(V100, T4), which flash kernels do not run on."),
     grad_dtype: str = typer.Option("fp32", "--grad-dtype", help="Main gradients and their data-parallel reduction: "
                                    "fp32 (Megatron's default with bf16; --accumulate-allreduce-grads-in-fp32 with "
                                    "fp16), bf16 (--grad-reduce-in-bf16: half the gradient memory and traffic) or "
@@ -155,17 +156,18 @@ def plan_run(
     vp: int | None = None, cp: int | None = None, ep: int | None = None, etp: int | None = None,
     micro_batch: int | None = None,
     sharding: str | None = None, recompute: str | None = None, schedule: str | None = None,
-    sequence_parallel: bool | None = None, tp_comm_overlap: bool | None = None, attention: str = "flash",
+    sequence_parallel: bool | None = None, tp_comm_overlap: bool | None = None, attention: str | None = None,
     grad_dtype: str = "fp32", fp8_params: bool = False, engine: str = "megatron", top: int = 5,
     objective: str = "time", export: str | None = None, out: Path | None = None, catalog: str | None = None,
     step_host_ms: float | None = None,
 ) -> PlanRun:
     """The layout search `whichgpu plan` shows (and the web app serves); flags as the command's, by
     their parameter names (`export` and `out` are only checked here); `precision` None: bf16, or
-    fp16 on a GPU without BF16 (`default_train_precision`)."""
+    fp16 on a GPU without BF16 (`default_train_precision`); `attention` None: flash, or unfused on a
+    GPU older than Ampere (parallel/planner.py `default_attention`)."""
     from whichgpu.parallel.models import planner_model, refuse_serving_only
     from whichgpu.parallel.plan import RECOMPUTES, SCHEDULES, SHARDINGS, Plan
-    from whichgpu.parallel.planner import ATTENTIONS, GRAD_DTYPES, Context, Job
+    from whichgpu.parallel.planner import ATTENTIONS, GRAD_DTYPES, Context, Job, default_attention
     from whichgpu.parallel.search import Fixed, search
 
     if objective not in ("time", "cost"):
@@ -175,6 +177,7 @@ def plan_run(
     named = get_system(catalog, system)
     g = get_catalog(catalog).get(gpu_names(gpu, named))
     precision = precision or default_train_precision(g)
+    attention = attention or default_attention(g)
     if grad_dtype == "fp16" and precision != "fp16":
         raise InputError(f"--grad-dtype fp16 keeps FP16 gradients: it needs --precision fp16, not {precision}",
                          field="grad_dtype")

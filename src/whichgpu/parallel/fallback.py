@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from whichgpu.errors import WhichGPUError
+from whichgpu.hardware.spec import GpuSpec
 from whichgpu.parallel.plan import Plan
-from whichgpu.parallel.planner import Context, Job, Result
+from whichgpu.parallel.planner import Context, Job, Result, default_attention
 from whichgpu.parallel.search import Fixed, SearchResult, label, search
 from whichgpu.workload.zoo.llm.args import DecoderArgs
 
@@ -65,9 +66,10 @@ def decoder(model: str) -> tuple[str, DecoderArgs] | str:
     return model_id, args
 
 
-def attention_of(options: tuple[tuple[str, Any], ...]) -> str:
-    """The planner's attention kernels for a workload's --attention (eager: score GEMMs + softmax)."""
-    return "unfused" if dict(options).get("attention") == "eager" else "flash"
+def attention_of(options: tuple[tuple[str, Any], ...], gpu: GpuSpec) -> str:
+    """The planner's attention kernels for a workload's --attention on `gpu` (eager: score GEMMs +
+    softmax; otherwise flash where it runs, parallel/planner.py `default_attention`)."""
+    return "unfused" if dict(options).get("attention") == "eager" else default_attention(gpu)
 
 
 def context(job: Job, power_limit_w: float | None = None) -> Context:
@@ -213,7 +215,7 @@ def for_fit(trace: Any, model: str, gpu: Any, system: Any, gpus: int, grad_accum
         return Layouts(None, (), "the parallel planner needs a sequence length")
     model_id, args = dec
     batch = trace.batch_size * gpus * grad_accum
-    kernels = attention_of((("attention", attention),))
+    kernels = attention_of((("attention", attention),), gpu)
 
     def make_job(n: int) -> Job:
         return Job(model_id, args, gpu, system, n, batch, trace.seq_len, trace.precision, kernels)

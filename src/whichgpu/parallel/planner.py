@@ -78,6 +78,32 @@ ADAM_BYTES_PER_PARAM = 32.0  # read p16 2 + g32 4 + master 4 + m 4 + v 4, write 
 # (FlashAttention-1, its 2022 Triton port as llm-foundry's attn_impl: triton, 2022 xformers) at
 # half the rate, "unfused" score GEMMs with a fused softmax (Megatron-LM before FlashAttention).
 ATTENTIONS = ("flash", "flash1", "unfused")
+# The architectures each flash kernel does not run on: FlashAttention-2 and Transformer Engine's fused
+# attention backends need compute capability 8.0 (Ampere), FlashAttention-1 ran on Turing (7.5) too.
+# Megatron on an older NVIDIA GPU runs its unfused attention (score GEMMs and a fused softmax).
+NO_FLASH = {"flash": ("pascal", "volta", "turing"), "flash1": ("pascal", "volta")}
+
+
+def attention_runs(attention: str, gpu: GpuSpec) -> bool:
+    """Whether `attention`'s kernels run on `gpu` (NO_FLASH)."""
+    return gpu.architecture not in NO_FLASH.get(attention, ())
+
+
+def default_attention(gpu: GpuSpec) -> str:
+    """The planner's attention when none is asked: flash, or unfused on a GPU older than Ampere."""
+    return "flash" if attention_runs("flash", gpu) else "unfused"
+
+
+def attention_note(job: Job) -> str | None:
+    """A note when the job asks for flash kernels its GPU cannot run (None otherwise)."""
+    if attention_runs(job.attention, job.gpu):
+        return None
+    kernel = "FlashAttention-2 and Transformer Engine's fused attention need" if job.attention == "flash" \
+        else "FlashAttention-1 needs"
+    need = "Ampere (compute capability 8.0)" if job.attention == "flash" else "Turing (compute capability 7.5)"
+    return (f"{job.gpu.name} ({job.gpu.architecture}) cannot run --attention {job.attention}: {kernel} {need} or "
+            "newer; Megatron runs its unfused attention there (--attention unfused, the default on this GPU), "
+            "slower and holding the score matrices")
 GRAD_DTYPES = ("fp32", "bf16", "fp16")
 
 
@@ -617,7 +643,9 @@ def score(ctx: Context, plan: Plan) -> Scored:
                               "flash1": "first-generation fused flash kernels (FlashAttention-1, 2022 Triton), causal, "
                                         "at half FlashAttention-2's rate (Dao 2023)",
                               "unfused": "score GEMMs, fused softmax and dropout (Megatron-LM before FlashAttention)",
-                              }[job.attention],
+                              }[job.attention]
+                + ("" if attention_runs("flash", job.gpu) else
+                   f"; no flash kernels on {job.gpu.architecture.capitalize()} (they need Ampere or newer)"),
                 "data_parallel": dp_text,
                 "pipeline": (f"{plan.schedule}, {plan.pp} stages x {plan.vp} chunks, {m} micro-batches, simulated; "
                              f"p2p {p2p * 1e6:.0f} us per transfer") if plan.pp > 1 else "none",

@@ -123,4 +123,4 @@ def _job(req: Request, w: Workload, gpu: GpuSpec, prec: str, n: int) -> Job | No
     system = req.system_for(gpu)
     if n > system.gpus_per_node and system.scaleout is None:
         return None
-    return Job(dec[0], dec[1], gpu, system, n, (s.batch_size or 1) * n, s.seq_len, prec, attention_of(s.options))
+    return Job(dec[0], dec[1], gpu, system, n, (s.batch_size or 1) * n, s.seq_len, prec, attention_of(s.options, gpu))

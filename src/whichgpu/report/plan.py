@@ -55,11 +55,18 @@ def plan_document(job: Job, res: SearchResult, objective: str) -> dict[str, Any]
 
 def plan_notes(job: Job) -> list[str]:
     """What the figures carry beyond the assumptions: for an MoE model, that the planner is not
-    calibrated for it, with the measured range (parallel/moe_accuracy.toml); BF16 asked of a GPU
-    without it."""
-    from whichgpu.parallel.planner import moe_caveat
+    calibrated for it, with the measured range (parallel/moe_accuracy.toml); flash attention, FP8 or BF16
+    asked of a GPU without them."""
+    from whichgpu.parallel.planner import attention_note, moe_caveat
 
     out = [moe_caveat()] if job.args.experts else []
+    flash = attention_note(job)
+    if flash:
+        out.append(flash)
+    if job.precision == "fp8" and job.gpu.supports("fp8") is False:
+        out.append(f"{job.gpu.name} has no FP8 tensor cores (Transformer Engine trains in FP8 from compute capability "
+                   "8.9, Ada and Hopper, on): its matmuls take the 16-bit path and the FP8 casts only add time; "
+                   "--precision bf16 is the faster question on this GPU")
     if job.precision.endswith("bf16") and job.gpu.supports("bf16") is False:
         out.append(f"{job.gpu.name} has no BF16: its matmuls run at the FP32 rate, on no tensor cores; --precision "
                    "fp16 trains on its FP16 tensor cores (the default on this GPU)")
