@@ -182,6 +182,21 @@ def test_fp8_asked_of_a_gpu_without_fp8_is_the_16_bit_path_with_casts_and_a_note
     assert not h100["notes"]
 
 
+def test_tensor_parallel_overlap_is_on_over_nvlink_and_off_over_pcie_by_default() -> None:
+    """Transformer Engine's comm+GEMM overlap maps its peers' memory over NVLink: with no flag the
+    planner overlaps TP collectives on a DGX H100 and not on a PCIe L40S server, where they are all
+    exposed; --tp-comm-overlap still asks for it."""
+    args = ("llama-3.2-1b", "--gpus", "8", "--global-batch", "32", "--seq-len", "2048", "--tp", "2", "--pp", "1",
+            "--micro-batch", "4", "--sharding", "zero1", "--recompute", "none", "--top", "1")
+    nvlink = invoke_json("plan", "whichgpu.plan/1", *args, "--gpu", "h100-sxm5-80gb")["plans"][0]
+    pcie = invoke_json("plan", "whichgpu.plan/1", *args, "--gpu", "l40s")["plans"][0]
+    asked = invoke_json("plan", "whichgpu.plan/1", *args, "--gpu", "l40s", "--tp-comm-overlap")["plans"][0]
+    assert nvlink["tp_comm_overlap"] and "overlapped with GEMMs" in nvlink["assumptions"]["tensor_parallel"]
+    assert not pcie["tp_comm_overlap"] and "overlapped" not in pcie["assumptions"]["tensor_parallel"]
+    assert pcie["time_split_s"]["tp"] == pytest.approx(pcie["comm_total_s"]["tp"])
+    assert asked["tp_comm_overlap"] and asked["time_split_s"]["tp"] < pcie["time_split_s"]["tp"]
+
+
 def test_plan_of_an_moe_model_prints_the_measured_caveat() -> None:
     res = invoke("plan", "qwen3-30b-a3b", "--gpu", "b200", "--gpus", "8", "--global-batch", "64", "--seq-len",
                  "4096", "--precision", "fp8", "--ep", "8", "--top", "1")

@@ -22,6 +22,7 @@ from whichgpu.hardware.system import (
     Systems,
     default_system,
     load_systems,
+    peer_access,
     resolve_system,
     synthesised_system,
 )
@@ -210,11 +211,29 @@ def _legacy(gpu_id: str) -> tuple[object, ...]:
     """What parallel/comm.py and perf/plan.py derived from a GpuSpec before systems were data: 8 GPUs
     per node; the scale-up link over scaleup_domain_gpus or (1 for a PCIe card, else 8); PCIe
     pcie_gen or 4, pcie_lanes or 16; the ib-hdr-200 network, 25 GB/s per GPU; ring steps of
-    4 us inside a node and 10 us between nodes (RING_STEP_LATENCY_S)."""
+    4 us inside a node and 10 us between nodes (RING_STEP_LATENCY_S); PCIe peer-to-peer except
+    on GeForce cards without peer access (since 2026-11-25, `peer_access`)."""
     spec = CATALOG.get(gpu_id)
     domain = spec.scaleup_domain_gpus or (1 if "pcie" in spec.form_factor.lower() else 8)
     up = (spec.scaleup_gbps_per_direction, domain) if spec.scaleup_gbps_per_direction else None
-    return (8, up, spec.pcie_gen or 4, spec.pcie_lanes or 16, True, 25.0, 4.0, 10.0)
+    return (8, up, spec.pcie_gen or 4, spec.pcie_lanes or 16, peer_access(spec), 25.0, 4.0, 10.0)
+
+
+def test_geforce_cards_without_peer_access_stage_peer_traffic_in_host_memory() -> None:
+    """RTX 40 and 50 series: no CUDA peer access over PCIe, in their synthesised server and in a
+    generic chassis that allows it for other cards; the RTX 3090, the L40S and datacenter cards keep it."""
+    no_p2p = [g.id for g in CATALOG if not peer_access(g)]
+    assert "rtx-4090" in no_p2p and "rtx-3090" not in no_p2p and "l40s" not in no_p2p
+    assert all(CATALOG.get(g).segment == "consumer" for g in no_p2p)
+    s = default_system(CATALOG.get("rtx-4090"), SYSTEMS)
+    assert not s.pcie.p2p and "peer access" in s.source_of("pcie.p2p")
+    chassis = SYSTEMS.get("pcie-server-8gpu")
+    assert chassis.pcie.p2p
+    for gpu_id, p2p in (("rtx-4090", False), ("l40s", True)):
+        got = resolve_system(CATALOG.get(gpu_id), "pcie-server-8gpu", SYSTEMS)
+        assert got.pcie.p2p is p2p and got.id == chassis.id
+    assert resolve_system(CATALOG.get("rtx-4090"), chassis, SYSTEMS) is resolve_system(CATALOG.get("rtx-4090"),
+                                                                                      chassis, SYSTEMS)
 
 
 @pytest.mark.parametrize("gpu_id", [g.id for g in CATALOG])

@@ -20,7 +20,7 @@ Every problem is a ``CatalogError(file, field, what would be valid)``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,28 @@ def _generation(link: str) -> str:
     return "other"
 
 
+# GeForce cards from the Ada generation on (RTX 40 and 50 series): NVIDIA's driver reports no CUDA
+# peer access between them over PCIe, so NCCL stages every transfer in host memory
+NO_PEER_ACCESS = "GeForce RTX 40 and 50 series: NVIDIA's driver gives them no CUDA peer access over PCIe"
+
+
+def peer_access(gpu: GpuSpec) -> bool:
+    """Whether the card allows CUDA peer access over PCIe (NO_PEER_ACCESS)."""
+    return not (gpu.vendor == "NVIDIA" and gpu.segment == "consumer" and gpu.architecture in ("ada", "blackwell"))
+
+
+def with_gpu(system: System, gpu: GpuSpec) -> System:
+    """`system` as `gpu` runs in it: a chassis's PCIe peer-to-peer off for a card without peer access."""
+    if not system.pcie.p2p or peer_access(gpu):
+        return system
+    hit = _NO_P2P.get((system.id, gpu.id))
+    if hit is None or hit[0] is not system:  # the same object each time, as default_system's
+        hit = _NO_P2P[(system.id, gpu.id)] = (system, replace(
+            system, pcie=replace(system.pcie, p2p=False),
+            sources={**system.sources, "pcie.p2p": f"{gpu.name}: {NO_PEER_ACCESS}"}))
+    return hit[1]
+
+
 def synthesised_system(gpu: GpuSpec) -> System:
     """A system built from the GPU's catalog entry with the assumptions the performance model
     made before systems were data (the former perf/comm.py and perf/plan.py), so predictions do not move:
@@ -246,7 +268,7 @@ def synthesised_system(gpu: GpuSpec) -> System:
         "gpus_per_node": f"assumed: {ASSUMED_GPUS_PER_NODE} GPUs per node, {before}",
         "pcie.gen": from_gpu("pcie_gen") if gpu.pcie_gen else f"assumed: PCIe 4.0 (the entry gives none), {before}",
         "pcie.lanes": from_gpu("pcie_lanes") if gpu.pcie_lanes else f"assumed: x16 (the entry gives none), {before}",
-        "pcie.p2p": f"assumed: peer-to-peer allowed, {before}",
+        "pcie.p2p": f"assumed: peer-to-peer allowed, {before}" if peer_access(gpu) else NO_PEER_ACCESS,
         "pcie.latency_us": f"assumed: {ASSUMED_INTRA_LATENCY_US:g} us per ring step inside a node, {before}",
         "scaleout.kind": f"assumed: InfiniBand HDR, {before}",
         "scaleout.gbps_per_gpu": f"assumed: one 200 Gb/s HDR link per GPU = 25 GB/s, {before}",
@@ -269,7 +291,8 @@ def synthesised_system(gpu: GpuSpec) -> System:
     return System(
         id=f"{gpu.id}-default", name=f"assumed {ASSUMED_GPUS_PER_NODE} x {gpu.name} server", kind="server", gpu=gpu.id,
         gpus_per_node=ASSUMED_GPUS_PER_NODE, scaleup=scaleup,
-        pcie=Pcie(gen=gpu.pcie_gen or 4, lanes=gpu.pcie_lanes or 16, p2p=True, latency_us=ASSUMED_INTRA_LATENCY_US),
+        pcie=Pcie(gen=gpu.pcie_gen or 4, lanes=gpu.pcie_lanes or 16, p2p=peer_access(gpu),
+                  latency_us=ASSUMED_INTRA_LATENCY_US),
         scaleout=ScaleOut(kind="infiniband-hdr", gbps_per_gpu=ASSUMED_NETWORK_GBPS_PER_GPU,
                           rails=ASSUMED_GPUS_PER_NODE, latency_us=ASSUMED_INTER_LATENCY_US),
         sources=sources, default_for=(gpu.id,),
@@ -280,6 +303,7 @@ def synthesised_system(gpu: GpuSpec) -> System:
 
 _LOADED: dict[tuple[str, ...], Systems] = {}
 _SYNTHESISED: dict[str, tuple[GpuSpec, System]] = {}
+_NO_P2P: dict[tuple[str, str], tuple[System, System]] = {}
 
 
 def load_systems(catalog_dir: str | None = None) -> Systems:
@@ -316,7 +340,7 @@ def resolve_system(gpu: GpuSpec, system: System | str | None, systems: Systems |
         return default_system(gpu, found)
     chosen = found.get(system) if isinstance(system, str) else system
     if chosen.accepts(gpu):
-        return chosen
+        return with_gpu(chosen, gpu)
     others = ", ".join(s.id for s in found.for_gpu(gpu)) or "none packaged (the default one is synthesised)"
     what = (f"takes PCIe cards and {gpu.id} is {gpu.form_factor}" if chosen.gpu is None
             else f"is built from {chosen.gpu}, not {gpu.id}")

@@ -99,17 +99,23 @@ def _pcie(system: System, factor: float, params: PerfParams) -> tuple[float, str
     return PCIE_GBPS.get(pc.gen, 31.5) * pc.lanes / 16 * params.nccl_efficiency * factor * 1e9, f"PCIe {pc.gen}.0 x{pc.lanes}"
 
 
+def on_scaleup(system: System, group: int) -> bool:
+    """Whether `group` GPUs of one node all share the system's scale-up link (NVLink, Infinity Fabric)."""
+    su = system.scaleup
+    return su is not None and bool(su.gbps_per_direction) and group <= su.domain_gpus
+
+
 def node_link(system: System, group: int, params: PerfParams, p2p: bool = True) -> Link:
     """A ring of `group` GPUs inside one node: the scale-up link (NVLink, Infinity Fabric) when
     the group fits its domain, else PCIe; with P2P disabled (NCCL_P2P_DISABLE=1, or a PCIe system
     without peer-to-peer) every hop is staged in host memory."""
     su = system.scaleup
-    on_scaleup = su is not None and bool(su.gbps_per_direction) and group <= su.domain_gpus
-    if group > 1 and (not p2p or (not on_scaleup and not system.pcie.p2p)):
+    scaleup_ring = on_scaleup(system, group)
+    if group > 1 and (not p2p or (not scaleup_ring and not system.pcie.p2p)):
         bw, _ = _pcie(system, PCIE_HOST_STAGED_FACTOR, params)
         return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S,
                     f"host-staged PCIe {system.pcie.gen}.0 ({'NCCL P2P disabled' if not p2p else 'no PCIe peer-to-peer'})")
-    if su is not None and on_scaleup:
+    if su is not None and scaleup_ring:
         return Link(su.gbps_per_direction * params.nccl_efficiency * 1e9, su.latency_us * 1e-6, su.link)
     bw, text = _pcie(system, PCIE_PEER_FACTOR, params)
     return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S, text)

@@ -157,7 +157,7 @@ class Result:
             "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.expert_tp, "dp": p.dp,
             "micro_batch": p.micro_batch, "grad_accum": p.grad_accum, "sharding": p.sharding,
             "recompute": p.recompute, "schedule": p.schedule, "sequence_parallel": p.sequence_parallel,
-            "step_s": self.step_s, "tokens_per_s": self.tokens_per_s,
+            "tp_comm_overlap": p.tp_comm_overlap, "step_s": self.step_s, "tokens_per_s": self.tokens_per_s,
             "model_tflops_per_gpu": self.model_tflops_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
             "peak_memory_gb": self.peak_memory_bytes / 1e9, "fits": self.fits, "reason": self.reason,
             "bubble_fraction": self.bubble_fraction, "time_split_s": dict(self.split),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from whichgpu.errors import InputError
 from whichgpu.memory.states import shard_factors
+from whichgpu.parallel.comm import on_scaleup
 from whichgpu.parallel.plan import Plan
 from whichgpu.parallel.planner import (
     Context,
@@ -57,7 +58,7 @@ class Fixed:
     recompute: str | None = None
     schedule: str | None = None
     sequence_parallel: bool | None = None
-    tp_comm_overlap: bool | None = None  # None: on wherever sequence parallelism is (Megatron's requirement)
+    tp_comm_overlap: bool | None = None  # None: with sequence parallelism (Megatron's requirement) over NVLink
 
 
 @dataclass
@@ -165,6 +166,9 @@ def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
     shardings = [fixed.sharding] if fixed.sharding else list(SHARDINGS_SEARCHED)
     recomputes = [fixed.recompute] if fixed.recompute else list(RECOMPUTES_SEARCHED)
     for tp in tps:
+        # Transformer Engine's comm+GEMM overlap (userbuffers) maps its peers' memory over NVLink: on by
+        # default where the tensor-parallel group shares the scale-up link, not over PCIe
+        overlap_ok = on_scaleup(job.system, tp)
         for pp in pps:
             for cp in cps:
                 if g % (tp * pp * cp):
@@ -191,7 +195,7 @@ def candidates(job: Job, fixed: Fixed, base: Plan) -> Iterator[Plan]:
                                 for rc in recomputes:
                                     sp = bool((fixed.sequence_parallel if fixed.sequence_parallel is not None
                                                else True) and tp > 1)
-                                    ov = fixed.tp_comm_overlap if fixed.tp_comm_overlap is not None else sp
+                                    ov = fixed.tp_comm_overlap if fixed.tp_comm_overlap is not None else sp and overlap_ok
                                     yield base.with_(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, dp=dp,
                                                      micro_batch=mb,
                                                      grad_accum=m, schedule=sched, sharding=sh, recompute=rc,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from whichgpu import limits
 from whichgpu.errors import InputError
 from whichgpu.hardware.spec import GpuSpec
-from whichgpu.hardware.system import System, default_system
+from whichgpu.hardware.system import System, default_system, with_gpu
 from whichgpu.recommend.cost import CostModel
 from whichgpu.recommend.prices import UserPrice
 from whichgpu.workload.spec import WorkloadSpec
@@ -107,7 +107,7 @@ class Request:
     def system_for(self, gpu: GpuSpec) -> System:
         """The requested system when it holds this GPU, else the GPU's default system."""
         if self.system is not None and self.system.gpu in (None, gpu.id):
-            return self.system
+            return with_gpu(self.system, gpu)
         return default_system(gpu)
 
     def validate(self) -> None:
