@@ -60,7 +60,8 @@ def plan_cmd(
                                            help="Megatron sequence parallelism with tp > 1 (default: on)."),
     tp_comm_overlap: bool = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                                          help="Overlap tensor-parallel collectives with GEMMs (default: with sequence "
-                                         "parallelism)."),
+                                         "parallelism where the group shares NVLink; Transformer Engine's overlap "
+                                         "needs peer memory access)."),
     attention: str = typer.Option(None, "--attention", help="flash (FlashAttention-2 or later, cuDNN/TE fused "
                                   "attention), flash1 (FlashAttention-1 generation, 2022 Triton kernels: half the "
                                   "rate) or unfused (score GEMMs and a fused softmax, Megatron-LM before "

@@ -78,6 +78,7 @@ ADAM_BYTES_PER_PARAM = 32.0  # read p16 2 + g32 4 + master 4 + m 4 + v 4, write 
 # (FlashAttention-1, its 2022 Triton port as llm-foundry's attn_impl: triton, 2022 xformers) at
 # half the rate, "unfused" score GEMMs with a fused softmax (Megatron-LM before FlashAttention).
 ATTENTIONS = ("flash", "flash1", "unfused")
+GRAD_DTYPES = ("fp32", "bf16", "fp16")
 # The architectures each flash kernel does not run on: FlashAttention-2 and Transformer Engine's fused
 # attention backends need compute capability 8.0 (Ampere), FlashAttention-1 ran on Turing (7.5) too.
 # Megatron on an older NVIDIA GPU runs its unfused attention (score GEMMs and a fused softmax).
@@ -104,7 +105,6 @@ def attention_note(job: Job) -> str | None:
     return (f"{job.gpu.name} ({job.gpu.architecture}) cannot run --attention {job.attention}: {kernel} {need} or "
             "newer; Megatron runs its unfused attention there (--attention unfused, the default on this GPU), "
             "slower and holding the score matrices")
-GRAD_DTYPES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
