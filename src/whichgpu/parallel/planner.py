@@ -95,18 +95,6 @@ def default_attention(gpu: GpuSpec) -> str:
     return "flash" if attention_runs("flash", gpu) else "unfused"
 
 
-def attention_note(job: Job) -> str | None:
-    """A note when the job asks for flash kernels its GPU cannot run (None otherwise)."""
-    if attention_runs(job.attention, job.gpu):
-        return None
-    kernel = "FlashAttention-2 and Transformer Engine's fused attention need" if job.attention == "flash" \
-        else "FlashAttention-1 needs"
-    need = "Ampere (compute capability 8.0)" if job.attention == "flash" else "Turing (compute capability 7.5)"
-    return (f"{job.gpu.name} ({job.gpu.architecture}) cannot run --attention {job.attention}: {kernel} {need} or "
-            "newer; Megatron runs its unfused attention there (--attention unfused, the default on this GPU), "
-            "slower and holding the score matrices")
-
-
 @dataclass(frozen=True)
 class Job:
     """The question: train `args` on `gpus` GPUs of `system`, `global_batch` sequences of

@@ -57,12 +57,15 @@ def plan_notes(job: Job) -> list[str]:
     """What the figures carry beyond the assumptions: for an MoE model, that the planner is not
     calibrated for it, with the measured range (parallel/moe_accuracy.toml); flash attention, FP8 or BF16
     asked of a GPU without them."""
-    from whichgpu.parallel.planner import attention_note, moe_caveat
+    from whichgpu.parallel.planner import attention_runs, moe_caveat
 
     out = [moe_caveat()] if job.args.experts else []
-    flash = attention_note(job)
-    if flash:
-        out.append(flash)
+    if not attention_runs(job.attention, job.gpu):
+        kernel, need = (("FlashAttention-2 and Transformer Engine's fused attention need", "Ampere (compute capability 8.0)")
+                        if job.attention == "flash" else ("FlashAttention-1 needs", "Turing (compute capability 7.5)"))
+        out.append(f"{job.gpu.name} ({job.gpu.architecture}) cannot run --attention {job.attention}: {kernel} {need} "
+                   "or newer; Megatron runs its unfused attention there (--attention unfused, the default on this "
+                   "GPU), slower and holding the score matrices")
     if job.precision == "fp8" and job.gpu.supports("fp8") is False:
         out.append(f"{job.gpu.name} has no FP8 tensor cores (Transformer Engine trains in FP8 from compute capability "
                    "8.9, Ada and Hopper, on): its matmuls take the 16-bit path and the FP8 casts only add time; "
