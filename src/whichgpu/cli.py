@@ -63,13 +63,14 @@ class _Group(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
+        typed = [a.split("=", 1)[0] for a in ctx.args if a.startswith("--")]  # click empties ctx.args
         try:
             return super().invoke(ctx)
         except WhichGPUError as e:
             from whichgpu.report.flags import flag_message
 
             prefix = "no" if isinstance(e, NoAnswerError) else "error"  # exit 1: a valid question answered "no"
-            typer.echo(f"{prefix}: {flag_message(e)}", err=True)
+            typer.echo(f"{prefix}: {flag_message(e, typed)}", err=True)
             raise typer.Exit(e.exit_code) from None
 
 

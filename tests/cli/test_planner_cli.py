@@ -76,6 +76,8 @@ def test_virtual_stages_may_count_the_embedding_and_loss_as_layers(tmp_path: Pat
     (("--schedule", "interleaved-1f1b", "--vp", "1"), "two virtual stages"),
     (("--schedule", "zb-h1", "--vp", "2"), "not zb-h1"),
     (("--seq-len", "8193"), "max_position_embeddings 8192"),  # beyond llama-3-8b's window, as estimate refuses
+    (("--recompute", "some"), "--recompute: unknown recompute 'some'"),  # the flag as typed (--checkpointing too)
+    (("--checkpointing", "some"), "--checkpointing: unknown recompute 'some'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(extra: tuple[str, ...], text: str) -> None:
     res = invoke("plan", *ARGS, *extra)

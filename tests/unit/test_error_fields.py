@@ -51,3 +51,11 @@ def test_fields_no_flag_sets_and_other_errors_get_no_flag() -> None:
     assert e.field == "memory_gb" and flag_message(e) == str(e) and "--" not in flag_message(e)
     assert flag_message(WhichGPUError("plain")) == "plain"
     assert flag_message(InputError("no field")) == "no field"
+
+
+def test_an_error_names_the_spelling_of_the_flag_the_user_typed() -> None:
+    e = InputError("unknown recompute 'bogus'; valid: full, none, selective", field="recompute")
+    assert flag_message(e).startswith("--checkpointing: ")
+    assert flag_message(e, ["--gpus", "--recompute"]).startswith("--recompute: ")
+    assert flag_message(e, ["--checkpointing", "--recompute"]).startswith("--checkpointing: ")
+    assert flag_of("tp", ["--recompute"]) == "--tp"

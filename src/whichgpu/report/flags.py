@@ -33,18 +33,29 @@ FLAGS: dict[str, str] = {
 }
 
 
-def flag_of(field: str) -> str:
-    """The flag that sets a library field: FLAGS, else ``--`` + the field with dashes ("" for none)."""
-    return FLAGS.get(field, "--" + field.replace("_", "-")) if field else ""
+# Other spellings a command accepts for a flag of FLAGS (`plan` takes --recompute, the issue's
+# and Megatron's word, beside --checkpointing): an error names the one the user typed.
+ALIASES: dict[str, tuple[str, ...]] = {"--checkpointing": ("--recompute",)}
 
 
-def flag_message(e: Exception) -> str:
-    """An error's message with the flag that sets the field at fault in front, when there is one.
+def flag_of(field: str, typed: Iterable[str] = ()) -> str:
+    """The flag that sets a library field: FLAGS, else ``--`` + the field with dashes ("" for none);
+    an alias of it (ALIASES) when the user `typed` that alias and not the flag itself."""
+    flag = FLAGS.get(field, "--" + field.replace("_", "-")) if field else ""
+    typed = set(typed)
+    if flag and flag not in typed:
+        flag = next((a for a in ALIASES.get(flag, ()) if a in typed), flag)
+    return flag
+
+
+def flag_message(e: Exception, typed: Iterable[str] = ()) -> str:
+    """An error's message with the flag that sets the field at fault in front, when there is one
+    (as the user spelled it: `typed` holds the options of their command line).
 
     Only an InputError's ``field`` is a library field; other errors' (a CatalogError's names a
     field of a file) are not flags and the message is shown as it is.
     """
-    flag = flag_of(e.field) if isinstance(e, InputError) else ""
+    flag = flag_of(e.field, typed) if isinstance(e, InputError) else ""
     return f"{flag}: {e}" if flag and flag not in str(e) else str(e)
 
 
