@@ -139,7 +139,38 @@ EXPECTED_DEFAULTS = {
     "a100-sxm4-80gb": "dgx-a100", "a100-sxm4-40gb": "dgx-a100-320gb", "h100-sxm5-80gb": "dgx-h100",
     "h200-sxm-141gb": "dgx-h200", "b200": "hgx-b200", "gb200": "gb200-nvl72",
     "v100-sxm2-16gb": "dgx-1-v100", "v100-sxm2-32gb": "dgx-1-v100", "v100-sxm3-32gb": "dgx-2",
+    "mi300x": "azure-nd-mi300x-v5",
 }
+
+
+def test_amd_instinct_platforms_carry_their_infinity_fabric_and_mi300x_its_cloud_network() -> None:
+    # MI325X and MI355X had no scale-up bandwidth, so their plans ran tensor parallelism over PCIe
+    for gid, per_direction in (("mi300x", 448), ("mi325x", 448), ("mi355x", 537.6)):
+        s = default_system(CATALOG.get(gid), SYSTEMS)
+        assert s.scaleup is not None and s.scaleup.gbps_per_direction == per_direction
+        assert s.scaleup.domain_gpus == 8
+    mi300x = default_system(CATALOG.get("mi300x"), SYSTEMS)
+    assert mi300x.scaleout is not None and mi300x.scaleout.kind == "infiniband-ndr"
+    assert mi300x.scaleout.gbps_per_gpu == 50 and mi300x.scaleout.rails == 8
+
+
+def test_on_a_full_mesh_a_group_reaches_its_peers_over_its_own_direct_links_only() -> None:
+    from whichgpu.parallel.comm import node_link
+    from whichgpu.perf.params import load_params
+
+    params = load_params()
+    mi300x = default_system(CATALOG.get("mi300x"), SYSTEMS)
+    assert mi300x.scaleup is not None and mi300x.scaleup.topology == "full-mesh"
+    whole = node_link(mi300x, 8, params).bytes_per_s
+    pair, four = node_link(mi300x, 2, params), node_link(mi300x, 4, params)
+    assert pair.bytes_per_s == pytest.approx(whole / 7) and four.bytes_per_s == pytest.approx(whole * 3 / 7)
+    assert "1 of each GPU's 7 direct links" in pair.text
+    # the synthesised AMD platforms are meshes too; NVSwitch domains give any pair the whole bandwidth
+    mi355x = synthesised_system(CATALOG.get("mi355x"))
+    assert mi355x.scaleup is not None and mi355x.scaleup.topology == "full-mesh"
+    dgx = SYSTEMS.get("dgx-h100")
+    assert dgx.scaleup is not None and dgx.scaleup.topology == "switch"
+    assert node_link(dgx, 2, params).bytes_per_s == node_link(dgx, 8, params).bytes_per_s
 
 
 def test_default_for_names_exactly_the_expected_gpus() -> None:
@@ -286,7 +317,8 @@ def test_to_dict_has_every_figure_and_its_source() -> None:
     assert set(d["sources"]) == {"gpus_per_node", "pcie.gen", "pcie.lanes", "pcie.p2p", "pcie.latency_us"}
     d = SYSTEMS.get("dgx-h100").to_dict()
     assert d["scaleup"]["gbps_per_direction"] == 450.0 and d["scaleout"]["rails"] == 8
-    assert len(d["sources"]) == 14 and all(d["sources"].values())
+    assert len(d["sources"]) == 15 and all(d["sources"].values())  # scaleup.topology: "switch" by default
+    assert d["scaleup"]["topology"] == "switch"
 
 
 # --------------------------------------------------------------------------- user directories

@@ -34,6 +34,10 @@ SCHEMA = SYSTEM_SCHEMA
 KINDS = ("dgx", "hgx", "cloud", "server", "workstation", "rack")
 SCALEUP_GENERATIONS = ("nvlink1", "nvlink2", "nvlink3", "nvlink4", "nvlink5", "infinity-fabric",
                        "roce", "ici", "pcie", "other")
+# How the domain's GPUs meet: through switches (NVSwitch: any group gets each GPU's whole bandwidth),
+# or each GPU with a direct link to every other (AMD's 8-GPU Infinity Fabric platforms: a group of g
+# reaches its peers over g - 1 of the n - 1 links, two GPUs over one).
+SCALEUP_TOPOLOGIES = ("switch", "full-mesh")
 SCALEOUT_KINDS = ("infiniband-edr", "infiniband-hdr", "infiniband-ndr", "infiniband-xdr", "roce", "efa",
                   "ethernet", "gpudirect-tcpx", "gpudirect-tcpxo")
 
@@ -58,6 +62,17 @@ class ScaleUp:
     """GPUs in one all-to-all domain (8 on an HGX board, 72 in an NVL72 rack; 1 = no peers)."""
     latency_us: float
     """Latency of one ring step over the link, microseconds."""
+    topology: str = "switch"
+    """One of SCALEUP_TOPOLOGIES; "full-mesh": `gbps_per_direction` is spread over direct links to
+    the domain's other GPUs, and a group inside it uses its members' share (``group_share``)."""
+
+    def group_share(self, group: int) -> float:
+        """The part of `gbps_per_direction` a group of `group` GPUs of the domain runs its
+        collectives over: all of it through a switch; on a full mesh the links to the group's own
+        members, (group - 1) / (domain - 1)."""
+        if self.topology != "full-mesh" or self.domain_gpus <= 2 or group >= self.domain_gpus:
+            return 1.0
+        return max(1, group - 1) / (self.domain_gpus - 1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,9 +292,11 @@ def synthesised_system(gpu: GpuSpec) -> System:
     }
     scaleup = None
     if gpu.scaleup_gbps_per_direction:
-        scaleup = ScaleUp(link=gpu.scaleup_link or "scale-up link", generation=_generation(gpu.scaleup_link),
+        generation = _generation(gpu.scaleup_link)
+        mesh = generation == "infinity-fabric" and domain > 2
+        scaleup = ScaleUp(link=gpu.scaleup_link or "scale-up link", generation=generation,
                           gbps_per_direction=gpu.scaleup_gbps_per_direction, domain_gpus=domain,
-                          latency_us=ASSUMED_INTRA_LATENCY_US)
+                          latency_us=ASSUMED_INTRA_LATENCY_US, topology="full-mesh" if mesh else "switch")
         sources |= {
             "scaleup.link": from_gpu("scaleup"),
             "scaleup.generation": f"read from the entry's link name {gpu.scaleup_link!r}",
@@ -287,6 +304,10 @@ def synthesised_system(gpu: GpuSpec) -> System:
             "scaleup.domain_gpus": from_gpu("scaleup_domain_gpus") if gpu.scaleup_domain_gpus else
             f"assumed: {domain} ({'a PCIe card has no scale-up peers' if pcie_card else 'an 8-GPU baseboard'}), {before}",
             "scaleup.latency_us": f"assumed: {ASSUMED_INTRA_LATENCY_US:g} us per ring step inside a node, {before}",
+            "scaleup.topology": ("AMD's Infinity Fabric platforms link each GPU directly to every other, no switch "
+                                 "(AMD CDNA 3 white paper, https://www.amd.com/content/dam/amd/en/documents/"
+                                 "instinct-tech-docs/white-papers/amd-cdna-3-white-paper.pdf)") if mesh else
+            "assumed: a switched domain (any group of its GPUs gets each GPU's whole link bandwidth)",
         }
     return System(
         id=f"{gpu.id}-default", name=f"assumed {ASSUMED_GPUS_PER_NODE} x {gpu.name} server", kind="server", gpu=gpu.id,

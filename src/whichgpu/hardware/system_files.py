@@ -38,6 +38,7 @@ from whichgpu.hardware.system import (
     KINDS,
     SCALEOUT_KINDS,
     SCALEUP_GENERATIONS,
+    SCALEUP_TOPOLOGIES,
     SCHEMA,
     SYSTEMS_DIR,
     MeasuredAllReduce,
@@ -71,6 +72,7 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "gbps_per_direction": number(required=True, lo=0.1, hi=100_000, unit="GB/s"),
         "domain_gpus": whole(required=True, lo=1, hi=100_000, unit="GPUs"),
         "latency_us": number("nonneg", required=True, hi=100_000, unit="us"),
+        "topology": one_of(SCALEUP_TOPOLOGIES),  # default "switch"
     },
     "pcie": {
         "gen": one_of((3, 4, 5, 6), required=True),
@@ -263,7 +265,8 @@ def _build(entry: Entry, catalog: Catalog) -> System:
         id=raw["id"], name=raw["name"], kind=raw["kind"], gpu=gpu, gpus_per_node=raw["gpus_per_node"],
         scaleup=None if up is None else ScaleUp(
             link=up["link"], generation=up["generation"], gbps_per_direction=float(up["gbps_per_direction"]),
-            domain_gpus=up["domain_gpus"], latency_us=float(up["latency_us"])),
+            domain_gpus=up["domain_gpus"], latency_us=float(up["latency_us"]),
+            topology=up.get("topology", "switch")),
         pcie=Pcie(gen=pcie["gen"], lanes=pcie["lanes"], p2p=pcie["p2p"], latency_us=float(pcie["latency_us"])),
         scaleout=None if out is None else ScaleOut(
             kind=out["kind"], gbps_per_gpu=float(out["gbps_per_gpu"]), rails=out["rails"],

@@ -116,7 +116,9 @@ def node_link(system: System, group: int, params: PerfParams, p2p: bool = True) 
         return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S,
                     f"host-staged PCIe {system.pcie.gen}.0 ({'NCCL P2P disabled' if not p2p else 'no PCIe peer-to-peer'})")
     if su is not None and scaleup_ring:
-        return Link(su.gbps_per_direction * params.nccl_efficiency * 1e9, su.latency_us * 1e-6, su.link)
+        share = su.group_share(group)
+        text = su.link if share == 1.0 else f"{su.link} ({group - 1} of each GPU's {su.domain_gpus - 1} direct links)"
+        return Link(su.gbps_per_direction * share * params.nccl_efficiency * 1e9, su.latency_us * 1e-6, text)
     bw, text = _pcie(system, PCIE_PEER_FACTOR, params)
     return Link(bw, su.latency_us * 1e-6 if su else PCIE_STEP_LATENCY_S, text)
 

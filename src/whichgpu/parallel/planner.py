@@ -646,7 +646,8 @@ def score(ctx: Context, plan: Plan) -> Scored:
                                        else ", NVLS all-reduce" if nvls_speedup(system, plan.tp) > 1 else ", ring all-reduce")
                                     + (", overlapped with GEMMs" if plan.tp_comm_overlap else ""))
                 if plan.tp > 1 else "none",
-                "memory": (f"CUDA context + NCCL {CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
+                "memory": (f"{'HIP context + RCCL' if job.gpu.vendor == 'AMD' else 'CUDA context + NCCL'} "
+                           f"{CONTEXT_BYTES / GIB:g} GiB, fragmentation {FRAGMENTATION:.0%} of "
                            "activations; activations of the schedule's peak in-flight micro-batches; fits in "
                            f"{job.gpu.usable_memory_text} = {capacity / 1e9:.1f} GB"),
                 "layout_order": "Megatron rank order tp, cp, dp, pp",
