@@ -139,7 +139,7 @@ EXPECTED_DEFAULTS = {
     "a100-sxm4-80gb": "dgx-a100", "a100-sxm4-40gb": "dgx-a100-320gb", "h100-sxm5-80gb": "dgx-h100",
     "h200-sxm-141gb": "dgx-h200", "b200": "hgx-b200", "gb200": "gb200-nvl72",
     "v100-sxm2-16gb": "dgx-1-v100", "v100-sxm2-32gb": "dgx-1-v100", "v100-sxm3-32gb": "dgx-2",
-    "mi300x": "azure-nd-mi300x-v5",
+    "mi300x": "azure-nd-mi300x-v5", "b300": "hgx-b300",
 }
 
 
@@ -152,6 +152,12 @@ def test_amd_instinct_platforms_carry_their_infinity_fabric_and_mi300x_its_cloud
     mi300x = default_system(CATALOG.get("mi300x"), SYSTEMS)
     assert mi300x.scaleout is not None and mi300x.scaleout.kind == "infiniband-ndr"
     assert mi300x.scaleout.gbps_per_gpu == 50 and mi300x.scaleout.rails == 8
+
+
+def test_b300_runs_in_its_hgx_board_with_800_gbps_per_gpu() -> None:
+    s = default_system(CATALOG.get("b300"), SYSTEMS)  # was synthesised: InfiniBand HDR, 25 GB/s per GPU
+    assert s.id == "hgx-b300" and s.scaleout is not None and s.scaleout.gbps_per_gpu == 100
+    assert s.scaleup is not None and s.scaleup.gbps_per_direction == 900 and s.pcie.gen == 6
 
 
 def test_on_a_full_mesh_a_group_reaches_its_peers_over_its_own_direct_links_only() -> None:
