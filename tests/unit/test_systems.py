@@ -174,6 +174,8 @@ def test_on_a_full_mesh_a_group_reaches_its_peers_over_its_own_direct_links_only
     # the synthesised AMD platforms are meshes too; NVSwitch domains give any pair the whole bandwidth
     mi355x = synthesised_system(CATALOG.get("mi355x"))
     assert mi355x.scaleup is not None and mi355x.scaleup.topology == "full-mesh"
+    mi250x = synthesised_system(CATALOG.get("mi250x-gcd"))  # uneven links between dies: no full mesh
+    assert mi250x.scaleup is not None and mi250x.scaleup.topology == "switch"
     dgx = SYSTEMS.get("dgx-h100")
     assert dgx.scaleup is not None and dgx.scaleup.topology == "switch"
     assert node_link(dgx, 2, params).bytes_per_s == node_link(dgx, 8, params).bytes_per_s
