@@ -34,6 +34,7 @@ from whichgpu.hardware.datafiles import (
     check_table,
     flag,
     number,
+    one_of,
     packaged_entries,
     strings,
     text,
@@ -48,6 +49,7 @@ from whichgpu.hardware.spec import (
     ARCHITECTURES,
     COMPUTE_DTYPES,
     PEAK_FIELDS,
+    SCALEUP_TOPOLOGIES,
     SEGMENTS,
     VENDORS,
     GpuSpec,
@@ -118,6 +120,7 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "pcie_gen": whole(lo=1, hi=8),
         "pcie_lanes": whole(lo=1, hi=32, unit="lanes"),
         "scaleup_domain_gpus": whole(lo=1, hi=100_000, unit="GPUs"),
+        "scaleup_topology": one_of(SCALEUP_TOPOLOGIES),  # default "switch"
     },
     "price": {
         "launch_msrp_usd": number(lo=1, hi=10_000_000, unit="USD"),
@@ -276,6 +279,7 @@ def _spec_from_raw(path: str, raw: dict[str, Any], overridden_by: tuple[str, ...
         pcie_gen=ic.get("pcie_gen"),
         pcie_lanes=ic.get("pcie_lanes"),
         scaleup_domain_gpus=ic.get("scaleup_domain_gpus"),
+        scaleup_topology=ic.get("scaleup_topology", "switch"),
         price=Price(
             launch_msrp_usd=opt(pr, "launch_msrp_usd"),
             launch_source=pr.get("launch_source", ""),

@@ -60,6 +60,11 @@ VENDORS: tuple[str, ...] = ("NVIDIA", "AMD", "Intel", "Google")
 SEGMENTS: tuple[str, ...] = ("datacenter", "workstation", "consumer")
 
 
+# How a scale-up domain joins its GPUs: through switches (NVSwitch: any group gets each GPU's whole
+# bandwidth), or each GPU with a direct link to every other (AMD's MI300 and MI350 series 8-GPU
+# platforms: a group of g reaches its peers over g - 1 of the n - 1 links, two GPUs over one).
+SCALEUP_TOPOLOGIES = ("switch", "full-mesh")
+
 @dataclass(frozen=True)
 class MeasuredCeiling:
     """A measured achievable matmul rate (e.g. from shared/validation/kernels.csv)."""
@@ -125,6 +130,7 @@ class GpuSpec:
     pcie_gen: int | None = None
     pcie_lanes: int | None = None
     scaleup_domain_gpus: int | None = None  # GPUs sharing the scale-up link in the usual system
+    scaleup_topology: str = "switch"  # how the usual system's domain joins its GPUs (SCALEUP_TOPOLOGIES)
     price: Price = field(default_factory=Price)
     measured: tuple[MeasuredCeiling, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
@@ -239,6 +245,7 @@ class GpuSpec:
             "pcie_gen": self.pcie_gen,
             "pcie_lanes": self.pcie_lanes,
             "scaleup_domain_gpus": self.scaleup_domain_gpus,
+            "scaleup_topology": self.scaleup_topology,
             "price": {
                 "launch_msrp_usd": self.price.launch_msrp_usd,
                 "launch_source": self.price.launch_source,

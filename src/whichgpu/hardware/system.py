@@ -34,11 +34,6 @@ SCHEMA = SYSTEM_SCHEMA
 KINDS = ("dgx", "hgx", "cloud", "server", "workstation", "rack")
 SCALEUP_GENERATIONS = ("nvlink1", "nvlink2", "nvlink3", "nvlink4", "nvlink5", "infinity-fabric",
                        "roce", "ici", "pcie", "other")
-# How the domain's GPUs meet: through switches (NVSwitch: any group gets each GPU's whole bandwidth),
-# or each GPU with a direct link to every other (AMD's 8-GPU Infinity Fabric platforms: a group of g
-# reaches its peers over g - 1 of the n - 1 links, two GPUs over one).
-SCALEUP_TOPOLOGIES = ("switch", "full-mesh")
-FULL_MESH_ARCHITECTURES = ("cdna3", "cdna4")
 SCALEOUT_KINDS = ("infiniband-edr", "infiniband-hdr", "infiniband-ndr", "infiniband-xdr", "roce", "efa",
                   "ethernet", "gpudirect-tcpx", "gpudirect-tcpxo")
 
@@ -64,7 +59,7 @@ class ScaleUp:
     latency_us: float
     """Latency of one ring step over the link, microseconds."""
     topology: str = "switch"
-    """One of SCALEUP_TOPOLOGIES; "full-mesh": `gbps_per_direction` is spread over direct links to
+    """One of spec.SCALEUP_TOPOLOGIES; "full-mesh": `gbps_per_direction` is spread over direct links to
     the domain's other GPUs, and a group inside it uses its members' share (``group_share``)."""
 
     def group_share(self, group: int) -> float:
@@ -293,13 +288,9 @@ def synthesised_system(gpu: GpuSpec) -> System:
     }
     scaleup = None
     if gpu.scaleup_gbps_per_direction:
-        generation = _generation(gpu.scaleup_link)
-        # the MI300 and MI350 series' 8-GPU platforms: 7 links per GPU, one to each peer (MI250X
-        # nodes link their dies unevenly, not as a full mesh: they keep the switched default)
-        mesh = generation == "infinity-fabric" and gpu.architecture in FULL_MESH_ARCHITECTURES and domain == 8
-        scaleup = ScaleUp(link=gpu.scaleup_link or "scale-up link", generation=generation,
+        scaleup = ScaleUp(link=gpu.scaleup_link or "scale-up link", generation=_generation(gpu.scaleup_link),
                           gbps_per_direction=gpu.scaleup_gbps_per_direction, domain_gpus=domain,
-                          latency_us=ASSUMED_INTRA_LATENCY_US, topology="full-mesh" if mesh else "switch")
+                          latency_us=ASSUMED_INTRA_LATENCY_US, topology=gpu.scaleup_topology)
         sources |= {
             "scaleup.link": from_gpu("scaleup"),
             "scaleup.generation": f"read from the entry's link name {gpu.scaleup_link!r}",
@@ -307,9 +298,7 @@ def synthesised_system(gpu: GpuSpec) -> System:
             "scaleup.domain_gpus": from_gpu("scaleup_domain_gpus") if gpu.scaleup_domain_gpus else
             f"assumed: {domain} ({'a PCIe card has no scale-up peers' if pcie_card else 'an 8-GPU baseboard'}), {before}",
             "scaleup.latency_us": f"assumed: {ASSUMED_INTRA_LATENCY_US:g} us per ring step inside a node, {before}",
-            "scaleup.topology": ("AMD's 8-GPU Infinity Fabric platforms link each GPU directly to the 7 others, no switch "
-                                 "(AMD CDNA 3 white paper, https://www.amd.com/content/dam/amd/en/documents/"
-                                 "instinct-tech-docs/white-papers/amd-cdna-3-white-paper.pdf)") if mesh else
+            "scaleup.topology": from_gpu("scaleup_topology") if gpu.scaleup_topology != "switch" else
             "assumed: a switched domain (any group of its GPUs gets each GPU's whole link bandwidth)",
         }
     return System(

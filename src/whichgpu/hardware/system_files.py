@@ -34,11 +34,11 @@ from whichgpu.hardware.datafiles import (
     user_files,
     whole,
 )
+from whichgpu.hardware.spec import SCALEUP_TOPOLOGIES
 from whichgpu.hardware.system import (
     KINDS,
     SCALEOUT_KINDS,
     SCALEUP_GENERATIONS,
-    SCALEUP_TOPOLOGIES,
     SCHEMA,
     SYSTEMS_DIR,
     MeasuredAllReduce,
